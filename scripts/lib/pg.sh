@@ -1,0 +1,74 @@
+# shellcheck shell=bash
+# A private PostgreSQL cluster for the demo and the tests: own data folder, own socket folder, a free
+# port, never the system's 5432. Run as the `postgres` user when we are root (initdb and postgres
+# refuse root). Source this file, then: pg_start DIR; ...; pg_stop DIR.
+
+PG_BIN=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
+
+# Run a command as the cluster's owner.
+pg_as_owner() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# A TCP port nobody listens on.
+pg_free_port() {
+  local port
+  for port in $(shuf -i 20000-40000 -n 50); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "$port"
+      return 0
+    fi
+  done
+  echo "no free TCP port found between 20000 and 40000" >&2
+  return 1
+}
+
+# pg_start DIR: create (if needed) and start a cluster under DIR; sets PG_PORT, PG_SOCKDIR, PG_DSN.
+# DIR must be reachable by the postgres user when we are root.
+pg_start() {
+  local dir=$1
+  [ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ] || {
+    echo "PostgreSQL server binaries not found (looked in /usr/lib/postgresql/*/bin)" >&2
+    return 1
+  }
+  mkdir -p "$dir"
+  if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir"; fi
+  if ! pg_as_owner test -w "$dir"; then
+    echo "the postgres user cannot write $dir (a parent folder is closed to it); use a folder under /tmp" >&2
+    return 1
+  fi
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    pg_as_owner "$PG_BIN/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 \
+      --locale=C.UTF-8 >"$dir/initdb.log" 2>&1 || {
+      echo "initdb failed; see $dir/initdb.log" >&2
+      return 1
+    }
+  fi
+  mkdir -p "$dir/sock"
+  if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir/sock"; fi
+  PG_SOCKDIR=$dir/sock
+  if pg_as_owner "$PG_BIN/pg_ctl" -D "$dir/data" status >/dev/null 2>&1; then
+    PG_PORT=$(sed -n 4p "$dir/data/postmaster.pid" | tr -d ' ')
+  else
+    PG_PORT=$(pg_free_port) || return 1
+    pg_as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t 60 start \
+      -o "-p $PG_PORT -k $PG_SOCKDIR -c listen_addresses=127.0.0.1 -c max_connections=200 \
+          -c shared_preload_libraries=pg_stat_statements ${PG_EXTRA_OPTS:-}" >/dev/null || {
+      echo "PostgreSQL did not start; see $dir/postgres.log" >&2
+      tail -n 20 "$dir/postgres.log" >&2
+      return 1
+    }
+  fi
+  PG_DSN="host=$PG_SOCKDIR port=$PG_PORT user=postgres dbname=postgres"
+  export PG_PORT PG_SOCKDIR PG_DSN
+}
+
+pg_stop() {
+  local dir=$1
+  [ -f "$dir/data/postmaster.pid" ] || return 0
+  pg_as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
+}
