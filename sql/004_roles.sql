@@ -2,16 +2,18 @@
 -- grant them to login roles (GRANT idem_operator TO alice). Roles are cluster-wide, so they are
 -- created only when absent.
 DO $$
+DECLARE
+    r text;
 BEGIN
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idem_writer') THEN
-        CREATE ROLE idem_writer NOLOGIN;
-    END IF;
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idem_reader') THEN
-        CREATE ROLE idem_reader NOLOGIN;
-    END IF;
-    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'idem_operator') THEN
-        CREATE ROLE idem_operator NOLOGIN;
-    END IF;
+    FOREACH r IN ARRAY ARRAY['idem_writer', 'idem_reader', 'idem_operator'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = r) THEN
+            BEGIN
+                EXECUTE format('CREATE ROLE %I NOLOGIN', r);
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN
+                NULL;  -- another database of this cluster created it at the same moment
+            END;
+        END IF;
+    END LOOP;
 END
 $$;
 

@@ -1,0 +1,82 @@
+// A typed client for the protocol functions of the idem schema (sql/003_protocol.sql). One instance
+// per connection; each call is one autocommit statement, as the protocol requires: begin must
+// commit before the caller goes downstream, complete after it comes back.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <pqxx/connection>
+#include <string>
+
+#include "idem/vocabulary.hpp"
+
+namespace idem {
+
+struct BeginRequest {
+  std::string key;
+  std::string bizType;
+  std::string bizId;
+  std::string tool;
+  // Empty: the database hashes the payload (SHA-256 of its jsonb text).
+  std::optional<std::string> requestHash;
+  TriggerSource source = TriggerSource::Initial;
+  std::string requestPayload = "{}";  // JSON text
+  std::chrono::milliseconds lease{30'000};
+  std::optional<std::string> agentId;
+  std::optional<std::string> traceId;
+};
+
+struct BeginResult {
+  Outcome outcome = Outcome::Executed;
+  std::optional<RecordStatus> status;  // the key's record; empty when rejected
+  std::optional<int> version;
+  std::optional<std::string> responsePayload;  // set when replayed
+};
+
+struct ChangeResult {
+  ResultCode result = ResultCode::NotFound;
+  std::optional<RecordStatus> status;  // after the call, or the current one when refused
+  std::optional<int> version;
+
+  bool ok() const { return result == ResultCode::Ok; }
+};
+
+struct FundFlowInput {
+  std::string bizType;
+  std::string bizId;
+  FundFlowKind kind = FundFlowKind::Debit;
+  std::int64_t amountMinor = 0;
+  std::string currency;
+  std::string externalRef;
+  std::optional<std::string> idempotencyKey;
+};
+
+struct FundFlowResult {
+  std::int64_t flowId = 0;
+  bool isDuplicate = false;      // a different external_ref for an object and kind that had a flow
+  bool alreadyRecorded = false;  // the same external_ref again: nothing was written
+};
+
+class ProtocolClient {
+ public:
+  // Prepares the protocol's statements on the connection. The connection must outlive the client
+  // and must not be used by another thread meanwhile.
+  explicit ProtocolClient(pqxx::connection& connection);
+
+  BeginResult begin(const BeginRequest& request);
+  ChangeResult complete(const std::string& key, int expectedVersion,
+                        const std::string& responsePayload);
+  ChangeResult fail(const std::string& key, int expectedVersion, const std::string& error);
+  ChangeResult markUnknown(const std::string& key, int expectedVersion, const std::string& reason);
+  // The operator's settle; see settle.hpp for the checked path people use.
+  ChangeResult settle(const std::string& key, int expectedVersion, RecordStatus to,
+                      const std::string& reason, const std::optional<std::string>& evidence);
+  int expireLeases();
+  FundFlowResult recordFundFlow(const FundFlowInput& flow);
+
+ private:
+  pqxx::connection& connection_;
+};
+
+}  // namespace idem

@@ -1,0 +1,135 @@
+#include "idem/record_queries.hpp"
+
+#include <pqxx/pqxx>
+
+#include "idem/database_error.hpp"
+
+namespace idem {
+namespace {
+
+// Timestamps travel as microseconds since the epoch: no time zone or locale in the way.
+#define IDEM_MICROS(column) "(extract(epoch FROM " column ") * 1000000)::bigint"
+
+constexpr const char* kRecord =
+    "SELECT idempotency_key, biz_type, biz_id, tool, request_hash, status, version, "
+    IDEM_MICROS("lease_expires_at") ", request_payload::text, response_payload::text, last_error, "
+    "attempt_count, " IDEM_MICROS("created_at") ", " IDEM_MICROS("updated_at")
+    " FROM idem.records WHERE idempotency_key = $1";
+
+constexpr const char* kTransitions =
+    "SELECT id, idempotency_key, from_status, to_status, version, actor, actor_kind, reason, "
+    "evidence::text, " IDEM_MICROS("created_at")
+    " FROM idem.transitions WHERE idempotency_key = $1 AND version > $2 ORDER BY id";
+
+constexpr const char* kAttempts =
+    "SELECT id, idempotency_key, biz_type, biz_id, tool, trigger_source, outcome, request_hash, "
+    "agent_id, trace_id, " IDEM_MICROS("created_at")
+    " FROM idem.attempts WHERE idempotency_key = $1 ORDER BY id DESC LIMIT $2";
+
+constexpr const char* kFundFlows =
+    "SELECT id, biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key, "
+    "duplicate_of, " IDEM_MICROS("created_at")
+    " FROM idem.fund_flows WHERE biz_type = $1 AND biz_id = $2 ORDER BY id";
+
+#undef IDEM_MICROS
+
+Timestamp micros(const pqxx::field& f) { return Timestamp(std::chrono::microseconds(f.as<long long>())); }
+
+std::optional<std::string> optionalText(const pqxx::field& f) {
+  if (f.is_null()) return std::nullopt;
+  return std::string(f.c_str());
+}
+
+}  // namespace
+
+std::optional<Record> findRecord(pqxx::transaction_base& tx, const std::string& key) {
+  return translatingErrors("read record", [&]() -> std::optional<Record> {
+    const pqxx::result rows = tx.exec_params(kRecord, key);
+    if (rows.empty()) return std::nullopt;
+    const pqxx::row r = rows[0];
+    Record out;
+    out.idempotencyKey = r[0].c_str();
+    out.bizType = r[1].c_str();
+    out.bizId = r[2].c_str();
+    out.tool = r[3].c_str();
+    out.requestHash = r[4].c_str();
+    out.status = parse<RecordStatus>(r[5].c_str());
+    out.version = r[6].as<int>();
+    if (!r[7].is_null()) out.leaseExpiresAt = micros(r[7]);
+    out.requestPayload = optionalText(r[8]);
+    out.responsePayload = optionalText(r[9]);
+    out.lastError = optionalText(r[10]);
+    out.attemptCount = r[11].as<int>();
+    out.createdAt = micros(r[12]);
+    out.updatedAt = micros(r[13]);
+    return out;
+  });
+}
+
+std::vector<Transition> transitionsOf(pqxx::transaction_base& tx, const std::string& key,
+                                      int afterVersion) {
+  return translatingErrors("read transitions", [&] {
+    std::vector<Transition> out;
+    for (const pqxx::row& r : tx.exec_params(kTransitions, key, afterVersion)) {
+      Transition t;
+      t.id = r[0].as<std::int64_t>();
+      t.idempotencyKey = r[1].c_str();
+      if (!r[2].is_null()) t.fromStatus = parse<RecordStatus>(r[2].c_str());
+      t.toStatus = parse<RecordStatus>(r[3].c_str());
+      t.version = r[4].as<int>();
+      t.actor = r[5].c_str();
+      t.actorKind = parse<ActorKind>(r[6].c_str());
+      t.reason = optionalText(r[7]);
+      t.evidence = optionalText(r[8]);
+      t.createdAt = micros(r[9]);
+      out.push_back(std::move(t));
+    }
+    return out;
+  });
+}
+
+std::vector<Attempt> attemptsOf(pqxx::transaction_base& tx, const std::string& key, int limit) {
+  return translatingErrors("read attempts", [&] {
+    std::vector<Attempt> out;
+    for (const pqxx::row& r : tx.exec_params(kAttempts, key, limit)) {
+      Attempt a;
+      a.id = r[0].as<std::int64_t>();
+      a.idempotencyKey = r[1].c_str();
+      a.bizType = r[2].c_str();
+      a.bizId = r[3].c_str();
+      a.tool = r[4].c_str();
+      a.triggerSource = parse<TriggerSource>(r[5].c_str());
+      a.outcome = parse<Outcome>(r[6].c_str());
+      a.requestHash = r[7].c_str();
+      a.agentId = optionalText(r[8]);
+      a.traceId = optionalText(r[9]);
+      a.createdAt = micros(r[10]);
+      out.push_back(std::move(a));
+    }
+    return out;
+  });
+}
+
+std::vector<FundFlow> fundFlowsOf(pqxx::transaction_base& tx, const std::string& bizType,
+                                  const std::string& bizId) {
+  return translatingErrors("read fund flows", [&] {
+    std::vector<FundFlow> out;
+    for (const pqxx::row& r : tx.exec_params(kFundFlows, bizType, bizId)) {
+      FundFlow f;
+      f.id = r[0].as<std::int64_t>();
+      f.bizType = r[1].c_str();
+      f.bizId = r[2].c_str();
+      f.kind = parse<FundFlowKind>(r[3].c_str());
+      f.amountMinor = r[4].as<std::int64_t>();
+      f.currency = r[5].c_str();
+      f.externalRef = r[6].c_str();
+      f.idempotencyKey = optionalText(r[7]);
+      if (!r[8].is_null()) f.duplicateOf = r[8].as<std::int64_t>();
+      f.createdAt = micros(r[9]);
+      out.push_back(std::move(f));
+    }
+    return out;
+  });
+}
+
+}  // namespace idem

@@ -1,0 +1,100 @@
+// Every enum that crosses the database boundary parses what it formats, refuses what it does not
+// know with a message naming the value, and agrees with the CHECK constraints of the schema.
+#include <QtTest>
+
+#include "idem/vocabulary.hpp"
+#include "test_database.hpp"
+
+using namespace idem;
+
+class TestVocabulary : public QObject {
+  Q_OBJECT
+
+  template <typename E>
+  void roundTrips() {
+    for (E value : allValues<E>()) {
+      const auto text = format(value);
+      QVERIFY2(!text.empty() && text != "?", "every value has a spelling");
+      QCOMPARE(parse<E>(text), value);
+      QCOMPARE(tryParse<E>(text), std::optional<E>(value));
+    }
+  }
+
+ private slots:
+  void everyEnumRoundTrips() {
+    roundTrips<RecordStatus>();
+    roundTrips<TriggerSource>();
+    roundTrips<Outcome>();
+    roundTrips<FundFlowKind>();
+    roundTrips<ActorKind>();
+    roundTrips<ResultCode>();
+  }
+
+  void spellingsMatchTheContract() {
+    QCOMPARE(QString::fromStdString(spellings<RecordStatus>()),
+             QStringLiteral("PROCESSING, SUCCESS, FAILED or UNKNOWN"));
+    QCOMPARE(QString::fromStdString(spellings<TriggerSource>()),
+             QStringLiteral("initial, llm, framework, http or callback"));
+    QCOMPARE(QString::fromStdString(spellings<Outcome>()),
+             QStringLiteral("executed, replayed, in_progress, payload_mismatch or rejected"));
+    QCOMPARE(QString::fromStdString(spellings<FundFlowKind>()),
+             QStringLiteral("DEBIT, CREDIT, REFUND, FREEZE, UNFREEZE or CAPTURE"));
+  }
+
+  void unknownValueNamesTheValueAndTheVocabulary() {
+    QVERIFY(!tryParse<RecordStatus>("processing"));  // case matters, as in the database
+    QVERIFY(!tryParse<TriggerSource>(""));
+    try {
+      parse<TriggerSource>("cron");
+      QFAIL("parse accepted an unknown trigger source");
+    } catch (const UnknownValue& e) {
+      QCOMPARE(QString::fromUtf8(e.what()),
+               QStringLiteral("unknown trigger source 'cron': expected initial, llm, framework, "
+                              "http or callback"));
+    }
+  }
+
+  void hitsAndUnsettledFollowTheContract() {
+    QVERIFY(isHit(Outcome::Replayed));
+    QVERIFY(isHit(Outcome::InProgress));
+    QVERIFY(!isHit(Outcome::Executed));
+    QVERIFY(!isHit(Outcome::PayloadMismatch));
+    QVERIFY(!isHit(Outcome::Rejected));
+    QVERIFY(isUnsettled(RecordStatus::Processing));
+    QVERIFY(isUnsettled(RecordStatus::Unknown));
+    QVERIFY(!isUnsettled(RecordStatus::Success));
+    QVERIFY(!isUnsettled(RecordStatus::Failed));
+  }
+
+  // The C++ vocabulary and the database's CHECK constraints must be the same sets.
+  void vocabularyMatchesTheSchemaConstraints() {
+    test::TestDatabase db("tst_vocabulary");
+    auto conn = db.connect();
+    // The quoted words of a CHECK constraint's definition, as a sorted list.
+    auto allowedBy = [&](const std::string& constraint) {
+      pqxx::nontransaction tx(*conn);
+      const auto r = tx.exec_params(
+          "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1", constraint);
+      if (r.empty()) return QStringList{QStringLiteral("<no constraint ") + QString::fromStdString(constraint) + ">"};
+      QStringList words;
+      static const QRegularExpression quoted(QStringLiteral("'([A-Za-z_]+)'"));
+      for (const auto& m : quoted.globalMatch(QString::fromUtf8(r[0][0].c_str()))) words << m.captured(1);
+      words.sort();
+      return words;
+    };
+    auto spelled = [](auto values) {
+      QStringList words;
+      for (auto v : values) words << QString::fromUtf8(std::string(format(v)).c_str());
+      words.sort();
+      return words;
+    };
+    QCOMPARE(allowedBy("records_status_valid"), spelled(allValues<RecordStatus>()));
+    QCOMPARE(allowedBy("attempts_trigger_source_valid"), spelled(allValues<TriggerSource>()));
+    QCOMPARE(allowedBy("attempts_outcome_valid"), spelled(allValues<Outcome>()));
+    QCOMPARE(allowedBy("fund_flows_kind_valid"), spelled(allValues<FundFlowKind>()));
+    QCOMPARE(allowedBy("transitions_actor_kind_valid"), spelled(allValues<ActorKind>()));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestVocabulary)
+#include "tst_vocabulary.moc"

@@ -1,0 +1,116 @@
+#include "pg_cluster.hpp"
+
+#include <unistd.h>
+
+#include <QDir>
+#include <QFile>
+#include <QProcess>
+#include <QTcpServer>
+#include <stdexcept>
+
+namespace idem::test {
+
+int freePort() {
+  QTcpServer server;
+  if (!server.listen(QHostAddress::LocalHost, 0)) throw std::runtime_error("no free TCP port");
+  return server.serverPort();
+}
+
+QString postgresBinDir() {
+  if (const QByteArray env = qgetenv("PG_BIN"); !env.isEmpty()) return QString::fromLocal8Bit(env);
+  QDir root(QStringLiteral("/usr/lib/postgresql"));
+  QStringList versions = root.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name);
+  std::sort(versions.begin(), versions.end(),
+            [](const QString& a, const QString& b) { return a.toInt() < b.toInt(); });
+  if (versions.isEmpty()) throw std::runtime_error("no PostgreSQL server under /usr/lib/postgresql");
+  return root.filePath(versions.last() + QStringLiteral("/bin"));
+}
+
+PgCluster::PgCluster() {
+  // /tmp, not the build folder: the postgres user may not be able to enter the checkout's parents.
+  dir_ = std::make_unique<QTemporaryDir>(QDir::tempPath() + QStringLiteral("/idemwatch-test-XXXXXX"));
+  if (!dir_->isValid()) throw std::runtime_error("cannot create a temporary folder for PostgreSQL");
+  QFile::setPermissions(dir_->path(), QFileDevice::ReadOwner | QFileDevice::WriteOwner |
+                                          QFileDevice::ExeOwner | QFileDevice::ReadOther |
+                                          QFileDevice::WriteOther | QFileDevice::ExeOther);
+  QDir(dir_->path()).mkdir(QStringLiteral("sock"));
+  QFile::setPermissions(socketDir(), QFileDevice::ReadOwner | QFileDevice::WriteOwner |
+                                         QFileDevice::ExeOwner | QFileDevice::ReadOther |
+                                         QFileDevice::WriteOther | QFileDevice::ExeOther);
+  runAsOwner({postgresBinDir() + QStringLiteral("/initdb"), QStringLiteral("-D"),
+              dir_->path() + QStringLiteral("/data"), QStringLiteral("-U"),
+              QStringLiteral("postgres"), QStringLiteral("--auth=trust"),
+              QStringLiteral("--encoding=UTF8"), QStringLiteral("--locale=C.UTF-8")},
+             120000);
+  port_ = freePort();
+  start();
+}
+
+PgCluster::~PgCluster() {
+  try {
+    stop();
+  } catch (...) {  // a destructor must not throw; the folder goes away regardless
+  }
+}
+
+QString PgCluster::socketDir() const { return dir_->path() + QStringLiteral("/sock"); }
+
+QString PgCluster::dsn(const QString& dbname) const {
+  return QStringLiteral("host=%1 port=%2 user=postgres dbname=%3")
+      .arg(socketDir())
+      .arg(port_)
+      .arg(dbname);
+}
+
+QString PgCluster::runAsOwner(const QStringList& command, int timeoutMs) const {
+  QProcess p;
+  p.setProcessChannelMode(QProcess::MergedChannels);
+  QStringList argv = command;
+  if (geteuid() == 0) {
+    argv = QStringList{QStringLiteral("-u"), QStringLiteral("postgres"), QStringLiteral("--")} + argv;
+    p.start(QStringLiteral("runuser"), argv);
+  } else {
+    p.start(argv.takeFirst(), argv);
+  }
+  if (!p.waitForFinished(timeoutMs) || p.exitStatus() != QProcess::NormalExit ||
+      p.exitCode() != 0) {
+    const QString out = QString::fromLocal8Bit(p.readAll());
+    throw std::runtime_error(("PostgreSQL command failed: " + command.join(' ') + "\n" + out)
+                                 .toStdString());
+  }
+  return QString::fromLocal8Bit(p.readAll());
+}
+
+void PgCluster::start() {
+  if (running_) return;
+  const QString opts = QStringLiteral(
+                           "-p %1 -k %2 -c listen_addresses=127.0.0.1 -c max_connections=200 "
+                           "-c fsync=off -c shared_preload_libraries=pg_stat_statements")
+                           .arg(port_)
+                           .arg(socketDir());
+  try {
+    runAsOwner({postgresBinDir() + QStringLiteral("/pg_ctl"), QStringLiteral("-D"),
+                dir_->path() + QStringLiteral("/data"), QStringLiteral("-l"),
+                dir_->path() + QStringLiteral("/postgres.log"), QStringLiteral("-w"),
+                QStringLiteral("-t"), QStringLiteral("60"), QStringLiteral("-o"), opts,
+                QStringLiteral("start")},
+               90000);
+  } catch (const std::exception& e) {
+    QFile log(dir_->path() + QStringLiteral("/postgres.log"));
+    log.open(QIODevice::ReadOnly);
+    throw std::runtime_error(std::string(e.what()) + "\n" + log.readAll().toStdString());
+  }
+  running_ = true;
+}
+
+void PgCluster::stop() {
+  if (!running_) return;
+  runAsOwner({postgresBinDir() + QStringLiteral("/pg_ctl"), QStringLiteral("-D"),
+              dir_->path() + QStringLiteral("/data"), QStringLiteral("-m"), QStringLiteral("fast"),
+              QStringLiteral("-w"), QStringLiteral("-t"), QStringLiteral("60"),
+              QStringLiteral("stop")},
+             90000);
+  running_ = false;
+}
+
+}  // namespace idem::test

@@ -1,0 +1,99 @@
+#include "test_database.hpp"
+
+#include <QCoreApplication>
+#include <cstdlib>
+#include <mutex>
+
+#include "idem/migrations.hpp"
+#include "pg_cluster.hpp"
+
+namespace idem::test {
+namespace {
+
+std::unique_ptr<PgCluster>& clusterSlot() {
+  static std::unique_ptr<PgCluster> cluster;
+  return cluster;
+}
+
+}  // namespace
+
+PgCluster* TestDatabase::privateCluster() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* env = std::getenv("IDEMWATCH_TEST_DSN");
+    if (env == nullptr || *env == '\0') clusterSlot() = std::make_unique<PgCluster>();
+  });
+  return clusterSlot().get();
+}
+
+std::string TestDatabase::serverDsn() {
+  if (PgCluster* c = privateCluster()) return c->dsn().toStdString();
+  return std::string(std::getenv("IDEMWATCH_TEST_DSN")) + " dbname=postgres";
+}
+
+TestDatabase::TestDatabase(const std::string& name, bool migrate)
+    : name_(name), migrate_(migrate) {
+  create();
+}
+
+TestDatabase::~TestDatabase() {
+  try {
+    pqxx::connection c(serverDsn());
+    pqxx::nontransaction tx(c);
+    tx.exec("DROP DATABASE IF EXISTS " + tx.quote_name(name_) + " WITH (FORCE)");
+  } catch (...) {  // the cluster may already be gone; nothing to clean then
+  }
+}
+
+void TestDatabase::create() {
+  {
+    pqxx::connection c(serverDsn());
+    pqxx::nontransaction tx(c);
+    tx.exec("DROP DATABASE IF EXISTS " + tx.quote_name(name_) + " WITH (FORCE)");
+    tx.exec("CREATE DATABASE " + tx.quote_name(name_));
+  }
+  pqxx::connection c(dsn());
+  {
+    pqxx::nontransaction tx(c);
+    tx.exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
+  }
+  if (migrate_) idem::migrate(c, idem::bundledMigrations());
+}
+
+void TestDatabase::reset() { create(); }
+
+std::string TestDatabase::dsn() const { return serverDsn() + " dbname=" + name_; }
+
+std::string TestDatabase::dsnAs(const std::string& user) const {
+  return dsn() + " user=" + user;
+}
+
+std::unique_ptr<pqxx::connection> TestDatabase::connect() const {
+  return std::make_unique<pqxx::connection>(dsn());
+}
+
+std::string TestDatabase::createLoginRole(const std::string& base, const std::string& groupRole) {
+  const std::string role = base + "_" + name_;
+  pqxx::connection c(dsn());
+  pqxx::nontransaction tx(c);
+  tx.exec("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = " + tx.quote(role) +
+          ") THEN CREATE ROLE " + tx.quote_name(role) + " LOGIN; END IF; END $$");
+  if (!groupRole.empty()) tx.exec("GRANT " + tx.quote_name(groupRole) + " TO " + tx.quote_name(role));
+  return role;
+}
+
+void TestDatabase::exec(const std::string& sql) const {
+  pqxx::connection c(dsn());
+  pqxx::nontransaction tx(c);
+  tx.exec(sql);
+}
+
+long long TestDatabase::scalar(const std::string& sql) const {
+  pqxx::connection c(dsn());
+  pqxx::nontransaction tx(c);
+  const pqxx::result r = tx.exec(sql);
+  if (r.empty() || r[0][0].is_null()) return 0;
+  return r[0][0].as<long long>();
+}
+
+}  // namespace idem::test

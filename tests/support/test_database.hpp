@@ -1,0 +1,50 @@
+// The one throwaway-PostgreSQL fixture every suite shares. scripts/test starts a cluster and sets
+// IDEMWATCH_TEST_DSN; run by hand without it, the fixture starts a private cluster for the process.
+// Each suite gets a fresh, migrated database of its own, so suites can run in parallel.
+#pragma once
+
+#include <QString>
+#include <memory>
+#include <pqxx/pqxx>
+#include <string>
+
+namespace idem::test {
+
+class PgCluster;
+
+class TestDatabase {
+ public:
+  // Creates database `name` (dropping a leftover one) and applies the bundled migrations.
+  explicit TestDatabase(const std::string& name, bool migrate = true);
+  ~TestDatabase();
+  TestDatabase(const TestDatabase&) = delete;
+  TestDatabase& operator=(const TestDatabase&) = delete;
+
+  const std::string& name() const { return name_; }
+  // Superuser DSN for this database.
+  std::string dsn() const;
+  // DSN for this database as another login role.
+  std::string dsnAs(const std::string& user) const;
+  std::unique_ptr<pqxx::connection> connect() const;
+
+  // A LOGIN role unique to this database, member of the given group role (e.g. idem_operator).
+  std::string createLoginRole(const std::string& base, const std::string& groupRole);
+
+  void exec(const std::string& sql) const;
+  long long scalar(const std::string& sql) const;
+
+  // Drops and recreates the database (migrated again): a clean slate between test functions.
+  void reset();
+
+  // The private cluster when IDEMWATCH_TEST_DSN is not set (null otherwise).
+  static PgCluster* privateCluster();
+  // DSN of the maintenance database (postgres) of the cluster in use.
+  static std::string serverDsn();
+
+ private:
+  void create();
+  std::string name_;
+  bool migrate_;
+};
+
+}  // namespace idem::test
