@@ -1,0 +1,64 @@
+#include "idemctl.hpp"
+
+#include <ostream>
+
+#include "idem/command_line.hpp"
+#include "idem/database_error.hpp"
+#include "idem/migrations.hpp"
+
+namespace idem::ctl {
+namespace {
+
+constexpr const char* kUsageText = R"(usage: idemctl COMMAND [flags]
+
+commands:
+  migrate        apply the idem schema migrations to a database
+  simulate       run simulated agent traffic through the protocol
+  settle KEY     settle a PROCESSING or UNKNOWN record to SUCCESS or FAILED (operators)
+  expire-leases  turn PROCESSING records past their lease into UNKNOWN
+  purge          delete terminal records, attempts and transitions older than a given age
+  help           this text; `idemctl COMMAND --help` describes a command's flags
+  version        print the version
+
+The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (PGHOST, ...).
+)";
+
+}  // namespace
+
+int run(const std::vector<std::string>& args, Streams streams, const std::atomic<bool>& stop) {
+  if (args.empty()) {
+    streams.err << kUsageText;
+    return kUsage;
+  }
+  const std::string& command = args.front();
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  try {
+    if (command == "migrate") return runMigrate(rest, streams);
+    if (command == "simulate") return runSimulate(rest, streams, stop);
+    if (command == "settle") return runSettle(rest, streams);
+    if (command == "expire-leases") return runExpireLeases(rest, streams);
+    if (command == "purge") return runPurge(rest, streams);
+    if (command == "help" || command == "--help" || command == "-h") {
+      streams.out << kUsageText;
+      return kOk;
+    }
+    if (command == "version" || command == "--version") {
+      streams.out << "idemctl " << IDEMWATCH_VERSION << " (revision " << IDEMWATCH_REVISION
+                  << ")\n";
+      return kOk;
+    }
+    streams.err << "idemctl: unknown command '" << command << "' (try: idemctl help)\n";
+    return kUsage;
+  } catch (const UsageError& e) {
+    streams.err << "idemctl " << command << ": " << e.what() << "\n";
+    return kUsage;
+  } catch (const DatabaseError& e) {
+    streams.err << "idemctl " << command << ": " << e.what() << "\n";
+    return kFailed;
+  } catch (const MigrationError& e) {
+    streams.err << "idemctl " << command << ": " << e.what() << "\n";
+    return kFailed;
+  }
+}
+
+}  // namespace idem::ctl

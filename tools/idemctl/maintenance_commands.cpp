@@ -1,0 +1,51 @@
+// Maintenance a deployment schedules: the lease sweep and retention.
+#include <ostream>
+#include <pqxx/pqxx>
+
+#include "database_flags.hpp"
+#include "idem/database_error.hpp"
+#include "idem/duration.hpp"
+#include "idem/protocol_client.hpp"
+#include "idemctl.hpp"
+
+namespace idem::ctl {
+
+int runExpireLeases(const std::vector<std::string>& args, Streams streams) {
+  const std::vector<FlagSpec> specs{dsnFlag(), helpFlag()};
+  const CommandLine cli(args, specs);
+  if (cli.has("help")) {
+    streams.out << "usage: idemctl expire-leases [flags]\n\n" << CommandLine::describe(specs);
+    return kOk;
+  }
+  auto connection = connect(connectionFrom(cli, "idemctl expire-leases"));
+  const int n = ProtocolClient(*connection).expireLeases();
+  streams.out << n << " record(s) past their lease are now UNKNOWN\n";
+  return kOk;
+}
+
+int runPurge(const std::vector<std::string>& args, Streams streams) {
+  const std::vector<FlagSpec> specs{
+      {"older-than", true, "DURATION", "age of the rows to delete, e.g. 30d (required)"},
+      dsnFlag(),
+      helpFlag()};
+  const CommandLine cli(args, specs);
+  if (cli.has("help")) {
+    streams.out << "usage: idemctl purge --older-than 30d [flags]\n\n" << CommandLine::describe(specs);
+    return kOk;
+  }
+  const auto age = cli.duration("older-than");
+  if (!age || age->count() <= 0) throw UsageError("--older-than is required and must be positive");
+  auto connection = connect(connectionFrom(cli, "idemctl purge"));
+  return translatingErrors("purge", [&] {
+    pqxx::nontransaction tx(*connection);
+    const pqxx::row r = tx.exec_params1(
+        "SELECT records_deleted, attempts_deleted, transitions_deleted FROM idem.purge($1::interval)",
+        std::to_string(age->count()) + " milliseconds");
+    streams.out << "purged rows older than " << formatDuration(*age) << ": " << r[0].c_str()
+                << " records, " << r[1].c_str() << " attempts, " << r[2].c_str()
+                << " transitions\n";
+    return static_cast<int>(kOk);
+  });
+}
+
+}  // namespace idem::ctl

@@ -1,0 +1,93 @@
+// Simulated agent traffic through the real protocol functions: several agents (threads, one
+// connection each) pay, refund and issue coupons through idem.begin/complete/fail/mark_unknown,
+// while a simulated downstream gateway writes the ledger through idem.record_fund_flow. It produces
+// every case idemwatch exists for, at rates you set: retries from each source, response timeouts
+// that end in UNKNOWN, crashes that leave PROCESSING past its lease, LLM retries with changed
+// arguments, concurrent duplicates of one key, callbacks that re-deliver, and a buggy downstream
+// that sometimes charges twice under different gateway references.
+//
+// Deterministic under a seed: what happens to operation i (its business object, amount, faults and
+// retries) is a pure function of (seed, i); threads only decide who runs it and when.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "idem/connection_settings.hpp"
+#include "idem/vocabulary.hpp"
+
+namespace idem::sim {
+
+struct SimulationConfig {
+  ConnectionSettings connection;
+  int agents = 4;
+  std::uint64_t seed = 1;
+  std::int64_t operations = 1000;          // business operations to run; 0: no bound
+  std::chrono::milliseconds duration{0};   // wall-clock bound; 0: none
+  double operationsPerSecond = 0;          // across all agents; 0: as fast as the database allows
+  std::vector<std::string> bizTypes{"payment", "refund", "coupon"};
+  // A separate namespace for keys and business ids, so runs against one database never collide.
+  std::string runId;
+
+  // Faults and retries, each a probability per operation.
+  double responseLossRate = 0.05;    // downstream did it, the response was lost: UNKNOWN
+  double crashRate = 0.01;           // the agent dies after `executed`: PROCESSING past its lease
+  double crashBeforeChargeShare = 0.5;  // of crashes, how many die before the downstream call
+  double declineRate = 0.05;         // definite failure: FAILED, then a framework retry re-runs it
+  double llmRetryRate = 0.06;        // the model re-issues the same call (same key)
+  double frameworkRetryRate = 0.04;  // the framework's retry policy fires (same key)
+  double httpRetryRate = 0.05;       // the HTTP client retries (same key)
+  double callbackRate = 0.05;        // an async callback re-drives the request (same key)
+  double mismatchRate = 0.02;        // an LLM retry with changed arguments (same key)
+  double newKeyRate = 0.01;          // an LLM retry under a fresh key (same business object)
+  double concurrentDuplicateRate = 0.02;  // the request handed to several agents at once
+  int concurrentCopies = 3;
+  double doubleChargeRate = 0.0;     // buggy downstream: a second charge under another reference
+  double callbackResolvesUnknownRate = 0.6;  // a gateway callback later settles an UNKNOWN record
+
+  std::chrono::milliseconds downstreamLatency{0};  // each downstream call takes this long
+  std::chrono::milliseconds lease{15'000};
+  std::chrono::milliseconds expireLeasesEvery{0};  // 0: never (leave stuck records for people)
+
+  // Checks ranges and combinations; returns one sentence per problem.
+  std::vector<std::string> validate() const;
+};
+
+// What the simulation did, counted on the client side. The tables hold the truth; tests compare.
+struct SimulationSummary {
+  std::int64_t operations = 0;
+  std::map<std::pair<TriggerSource, Outcome>, std::int64_t> attempts;
+  std::int64_t charges = 0;            // DEBIT flows the downstream reported (duplicates included)
+  std::int64_t doubleCharges = 0;      // extra charges by the buggy downstream
+  std::int64_t responsesLost = 0;      // marked UNKNOWN after a lost response
+  std::int64_t crashes = 0;
+  std::int64_t declines = 0;
+  std::int64_t unknownResolvedByCallback = 0;
+  std::int64_t errors = 0;             // database errors the agents saw (and retried or gave up)
+  std::chrono::milliseconds elapsed{0};
+
+  std::int64_t attemptsTotal() const;
+  // A table of counts per source and outcome plus the fault counts, for a terminal.
+  std::string render() const;
+};
+
+struct Progress {
+  std::int64_t operations = 0;
+  std::int64_t attempts = 0;
+  std::int64_t errors = 0;
+  std::chrono::milliseconds elapsed{0};
+};
+
+// Runs until `operations` are done, `duration` has passed or `stop` becomes true. Throws
+// DatabaseError when the database cannot be reached at the start; later errors are counted.
+// `progress` (optional) is called about once a second from the calling thread.
+SimulationSummary simulate(const SimulationConfig& config, const std::atomic<bool>& stop,
+                           const std::function<void(const Progress&)>& progress = {});
+
+}  // namespace idem::sim

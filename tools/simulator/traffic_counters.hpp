@@ -1,0 +1,42 @@
+// Counters the agents share while the simulation runs: lock-free, read for progress lines and
+// turned into the summary at the end.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+#include "idem/vocabulary.hpp"
+#include "simulator.hpp"
+
+namespace idem::sim {
+
+class TrafficCounters {
+ public:
+  void countAttempt(TriggerSource source, Outcome outcome) {
+    attempts_[index(source, outcome)].fetch_add(1, std::memory_order_relaxed);
+    attemptsTotal.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  std::atomic<std::int64_t> operations{0};
+  std::atomic<std::int64_t> attemptsTotal{0};
+  std::atomic<std::int64_t> charges{0};
+  std::atomic<std::int64_t> doubleCharges{0};
+  std::atomic<std::int64_t> responsesLost{0};
+  std::atomic<std::int64_t> crashes{0};
+  std::atomic<std::int64_t> declines{0};
+  std::atomic<std::int64_t> unknownResolvedByCallback{0};
+  std::atomic<std::int64_t> errors{0};
+
+  SimulationSummary summary() const;
+
+ private:
+  static constexpr std::size_t kSources = allValues<TriggerSource>().size();
+  static constexpr std::size_t kOutcomes = allValues<Outcome>().size();
+  static std::size_t index(TriggerSource s, Outcome o) {
+    return static_cast<std::size_t>(s) * kOutcomes + static_cast<std::size_t>(o);
+  }
+  std::array<std::atomic<std::int64_t>, kSources * kOutcomes> attempts_{};
+};
+
+}  // namespace idem::sim
