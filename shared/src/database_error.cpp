@@ -16,12 +16,48 @@ std::string primaryMessage(const std::string& libpqText) {
   return line;
 }
 
+namespace {
+
+// libpqxx 6.4 throws a class per error category but does not always fill in the SQLSTATE; the
+// class tells it back where the state is missing.
+std::string sqlstateOf(const pqxx::sql_error& e) {
+  if (!e.sqlstate().empty()) return e.sqlstate();
+  const auto is = [&](auto* type) { return dynamic_cast<decltype(type)>(&e) != nullptr; };
+  if (is(static_cast<const pqxx::insufficient_privilege*>(nullptr))) return "42501";
+  if (is(static_cast<const pqxx::unique_violation*>(nullptr))) return "23505";
+  if (is(static_cast<const pqxx::check_violation*>(nullptr))) return "23514";
+  if (is(static_cast<const pqxx::not_null_violation*>(nullptr))) return "23502";
+  if (is(static_cast<const pqxx::foreign_key_violation*>(nullptr))) return "23503";
+  if (is(static_cast<const pqxx::integrity_constraint_violation*>(nullptr))) return "23000";
+  if (is(static_cast<const pqxx::undefined_table*>(nullptr))) return "42P01";
+  if (is(static_cast<const pqxx::undefined_function*>(nullptr))) return "42883";
+  if (is(static_cast<const pqxx::undefined_column*>(nullptr))) return "42703";
+  if (is(static_cast<const pqxx::syntax_error*>(nullptr))) return "42601";
+  if (is(static_cast<const pqxx::data_exception*>(nullptr))) return "22000";
+  if (is(static_cast<const pqxx::out_of_memory*>(nullptr))) return "53200";
+  if (is(static_cast<const pqxx::disk_full*>(nullptr))) return "53100";
+  if (is(static_cast<const pqxx::insufficient_resources*>(nullptr))) return "53000";
+  if (is(static_cast<const pqxx::feature_not_supported*>(nullptr))) return "0A000";
+  if (is(static_cast<const pqxx::plpgsql_raise*>(nullptr))) return "P0001";
+  return "";
+}
+
+}  // namespace
+
 void rethrowAsDatabaseError(const char* what) {
   const std::string context = std::string(what) + ": ";
   try {
     throw;
   } catch (const pqxx::sql_error& e) {
-    throw DatabaseError(e.sqlstate(), context + primaryMessage(e.what()));
+    throw DatabaseError(sqlstateOf(e), context + primaryMessage(e.what()));
+  } catch (const pqxx::serialization_failure& e) {
+    throw DatabaseError("40001", context + primaryMessage(e.what()));
+  } catch (const pqxx::deadlock_detected& e) {
+    throw DatabaseError("40P01", context + primaryMessage(e.what()));
+  } catch (const pqxx::statement_completion_unknown& e) {
+    throw DatabaseError("40003", context + primaryMessage(e.what()));
+  } catch (const pqxx::transaction_rollback& e) {
+    throw DatabaseError("40000", context + primaryMessage(e.what()));
   } catch (const pqxx::broken_connection& e) {
     throw DatabaseError("08006", context + "lost the database connection (" +
                                      primaryMessage(e.what()) + ")");

@@ -1,0 +1,103 @@
+// Migrations: a fresh database gets the whole schema, a second run changes nothing, an applied
+// migration whose text changed is refused, and a database newer than the program is refused.
+#include <QtTest>
+
+#include <fstream>
+
+#include "idem/migrations.hpp"
+#include "test_database.hpp"
+
+using namespace idem;
+
+class TestMigrations : public QObject {
+  Q_OBJECT
+  std::unique_ptr<test::TestDatabase> db_;
+
+  std::string schemaFingerprint() {
+    return std::to_string(db_->scalar(
+               "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'idem'")) +
+           "/" + std::to_string(db_->scalar(
+               "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'idem'"));
+  }
+
+ private slots:
+  void init() { db_ = std::make_unique<test::TestDatabase>("tst_migrations", false); }
+  void cleanup() { db_.reset(); }
+
+  void freshDatabaseGetsTheWholeSchema() {
+    auto c = db_->connect();
+    const MigrationReport report = migrate(*c, bundledMigrations());
+    QCOMPARE(report.applied.size(), bundledMigrations().size());
+    QCOMPARE(report.alreadyApplied, 0);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.schema_migrations"), (long long)bundledMigrations().size());
+    for (const char* table : {"records", "attempts", "transitions", "fund_flows"}) {
+      QCOMPARE(db_->scalar(std::string("SELECT count(*) FROM pg_tables WHERE schemaname = 'idem' AND tablename = '") + table + "'"), 1LL);
+    }
+    for (const char* fn : {"begin", "complete", "fail", "mark_unknown", "settle", "expire_leases", "record_fund_flow"}) {
+      QCOMPARE(db_->scalar(std::string("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'idem' AND proname = '") + fn + "'"), 1LL);
+    }
+  }
+
+  void secondRunIsANoOp() {
+    auto c = db_->connect();
+    migrate(*c, bundledMigrations());
+    const std::string before = schemaFingerprint();
+    const long long appliedAt = db_->scalar("SELECT extract(epoch FROM max(applied_at))::bigint FROM idem.schema_migrations");
+    const MigrationReport again = migrate(*c, bundledMigrations());
+    QVERIFY(again.applied.empty());
+    QCOMPARE(again.alreadyApplied, (int)bundledMigrations().size());
+    QCOMPARE(schemaFingerprint(), before);
+    QCOMPARE(db_->scalar("SELECT extract(epoch FROM max(applied_at))::bigint FROM idem.schema_migrations"), appliedAt);
+  }
+
+  void tamperedAppliedMigrationIsRefused() {
+    auto c = db_->connect();
+    migrate(*c, bundledMigrations());
+    std::vector<Migration> tampered = bundledMigrations();
+    tampered[2].sql += "\n-- a harmless-looking edit\n";
+    try {
+      migrate(*c, tampered);
+      QFAIL("a changed migration was accepted");
+    } catch (const MigrationError& e) {
+      const QString message = QString::fromUtf8(e.what());
+      QVERIFY2(message.contains(QString::fromStdString(tampered[2].name)) && message.contains("checksum"), e.what());
+    }
+  }
+
+  void newMigrationsApplyInOrderAndFailuresRollBack() {
+    auto c = db_->connect();
+    std::vector<Migration> migrations = bundledMigrations();
+    migrate(*c, std::vector<Migration>(migrations.begin(), migrations.begin() + 2));
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.schema_migrations"), 2LL);
+    // A broken migration after good ones: nothing of this run is kept.
+    migrations.push_back({999, "999_broken.sql", "CREATE TABLE idem.partial (x int); SELECT no_such_function();"});
+    QVERIFY_THROWS_EXCEPTION(std::exception, migrate(*c, migrations));
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.schema_migrations"), 2LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM pg_tables WHERE tablename = 'partial'"), 0LL);
+    migrations.pop_back();
+    QCOMPARE(migrate(*c, migrations).applied.size(), migrations.size() - 2);
+  }
+
+  void databaseNewerThanProgramIsRefused() {
+    auto c = db_->connect();
+    std::vector<Migration> migrations = bundledMigrations();
+    migrations.push_back({900, "900_future.sql", "SELECT 1;"});
+    migrate(*c, migrations);
+    QVERIFY_THROWS_EXCEPTION(MigrationError, migrate(*c, bundledMigrations()));
+  }
+
+  void folderOfFilesMatchesTheBundle() {
+    const QByteArray source = qgetenv("IDEMWATCH_SOURCE_DIR");
+    QVERIFY(!source.isEmpty());
+    const auto fromFiles = loadMigrations(std::filesystem::path(source.constData()) / "sql");
+    QCOMPARE(fromFiles.size(), bundledMigrations().size());
+    for (std::size_t i = 0; i < fromFiles.size(); ++i) {
+      QCOMPARE(fromFiles[i].name, bundledMigrations()[i].name);
+      QVERIFY2(fromFiles[i].sql == bundledMigrations()[i].sql, "rebuild: the bundle is stale");
+    }
+    QVERIFY_THROWS_EXCEPTION(MigrationError, loadMigrations("/nonexistent/sql"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestMigrations)
+#include "tst_migrations.moc"
