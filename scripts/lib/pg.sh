@@ -17,7 +17,7 @@ pg_as_owner() {
 # A TCP port nobody listens on.
 pg_free_port() {
   local port
-  for port in $(shuf -i 20000-40000 -n 50); do
+  for port in ${PG_PREFERRED_PORT:-} $(shuf -i 20000-40000 -n 50); do
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "$port"
       return 0

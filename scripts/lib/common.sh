@@ -1,0 +1,41 @@
+# shellcheck shell=bash
+# Shared by scripts/demo and scripts/test: Debian packages, the build.
+
+IDEMWATCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+# Everything the build, the tests and the demo need, from Debian's archive.
+IDEMWATCH_PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libpqxx-dev nlohmann-json3-dev prometheus-cpp-dev libcivetweb-dev
+  qt6-base-dev qt6-charts-dev libgl-dev
+  postgresql postgresql-contrib
+  prometheus xvfb openssl curl
+)
+
+say() { printf '==> %s\n' "$*" >&2; }
+
+# Installs what is missing; with sudo when not root.
+install_packages() {
+  local missing=()
+  local p
+  for p in "${IDEMWATCH_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  say "installing Debian packages: ${missing[*]}"
+  local sudo=()
+  [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# build DIR [cmake args...]: configure (once) and build everything.
+build_tree() {
+  local dir=$1
+  shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S "$IDEMWATCH_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  fi
+  say "building in $dir"
+  cmake --build "$dir" --parallel "$(nproc)"
+}

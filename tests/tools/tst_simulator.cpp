@@ -1,0 +1,175 @@
+// The simulator's traffic against a real database: the seeds' fault test (drop 20% of successful
+// responses, clients retry with the same key: charges : orders stays exactly 1 : 1), the buggy
+// downstream showing up as duplicate fund flows, every case of the product produced, and the same
+// seed planning the same traffic.
+#include <QtTest>
+
+#include "plan.hpp"
+#include "simulator.hpp"
+#include "test_database.hpp"
+
+using namespace idem;
+
+namespace {
+
+sim::SimulationConfig quietConfig(const test::TestDatabase& db) {
+  sim::SimulationConfig c;
+  c.connection.dsn = db.dsn();
+  c.connection.source = "test";
+  c.agents = 4;
+  c.seed = 42;
+  c.operations = 600;
+  c.runId = "t";
+  c.responseLossRate = 0; c.crashRate = 0; c.declineRate = 0;
+  c.llmRetryRate = 0; c.frameworkRetryRate = 0; c.httpRetryRate = 0; c.callbackRate = 0;
+  c.mismatchRate = 0; c.newKeyRate = 0; c.concurrentDuplicateRate = 0; c.doubleChargeRate = 0;
+  return c;
+}
+
+}  // namespace
+
+class TestSimulator : public QObject {
+  Q_OBJECT
+  std::unique_ptr<test::TestDatabase> db_;
+  std::atomic<bool> stop_{false};
+
+ private slots:
+  void initTestCase() { db_ = std::make_unique<test::TestDatabase>("tst_simulator"); }
+  void init() { db_->reset(); }
+
+  void droppedResponsesWithRetriesChargeExactlyOncePerOrder() {
+    sim::SimulationConfig c = quietConfig(*db_);
+    c.bizTypes = {"payment"};
+    c.operations = 1000;
+    c.responseLossRate = 0.2;          // the proxy drops 20% of successful responses
+    c.httpRetryRate = 0.5;             // and clients retry with the same key, from every layer
+    c.llmRetryRate = 0.3;
+    c.frameworkRetryRate = 0.3;
+    c.callbackRate = 0.3;
+    c.concurrentDuplicateRate = 0.1;
+    c.callbackResolvesUnknownRate = 0.5;
+    const sim::SimulationSummary s = sim::simulate(c, stop_);
+    QCOMPARE(s.errors, 0LL);
+    QVERIFY2(s.responsesLost > 150 && s.responsesLost < 250, "about 20% of responses were dropped");
+    const long long orders = db_->scalar("SELECT count(DISTINCT biz_id) FROM idem.records");
+    const long long charges = db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'");
+    QCOMPARE(orders, 1000LL);
+    QCOMPARE(charges, orders);  // 1 : 1, exactly
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id HAVING count(*) <> 1) x"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL"), 0LL);
+    // The retries really happened and were answered by the layer.
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.attempts WHERE trigger_source <> 'initial'") > 1000);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), orders);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'UNKNOWN'"), s.responsesLost - s.unknownResolvedByCallback);
+    QCOMPARE(s.charges, charges);
+  }
+
+  void buggyDownstreamShowsUpAsDuplicateFundFlows() {
+    sim::SimulationConfig c = quietConfig(*db_);
+    c.bizTypes = {"payment"};
+    c.doubleChargeRate = 0.1;
+    c.responseLossRate = 0.2;
+    c.httpRetryRate = 0.5;
+    const sim::SimulationSummary s = sim::simulate(c, stop_);
+    QVERIFY(s.doubleCharges > 30);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL"), s.doubleCharges);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'"), 600 + s.doubleCharges);
+    // Still one execution per order: the duplicates come from downstream, not from retries.
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), 600LL);
+  }
+
+  void defaultTrafficProducesEveryCase() {
+    sim::SimulationConfig c;
+    c.connection.dsn = db_->dsn();
+    c.operations = 2000;
+    c.seed = 7;
+    c.runId = "all";
+    c.doubleChargeRate = 0.01;
+    c.lease = std::chrono::milliseconds(200);
+    const sim::SimulationSummary s = sim::simulate(c, stop_);
+    QCOMPARE(s.errors, 0LL);
+    QCOMPARE(s.attemptsTotal(), db_->scalar("SELECT count(*) FROM idem.attempts"));
+    for (TriggerSource source : allValues<TriggerSource>()) {
+      QVERIFY2(db_->scalar("SELECT count(*) FROM idem.attempts WHERE trigger_source = '" + std::string(format(source)) + "'") > 0, format(source).data());
+    }
+    for (Outcome outcome : allValues<Outcome>()) {
+      QVERIFY2(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = '" + std::string(format(outcome)) + "'") > 0, format(outcome).data());
+    }
+    // Client-side counts per source and outcome equal the table's.
+    for (const auto& [key, n] : s.attempts) {
+      QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE trigger_source = '" + std::string(format(key.first)) +
+                           "' AND outcome = '" + std::string(format(key.second)) + "'"), (long long)n);
+    }
+    QTest::qWait(250);
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'PROCESSING' AND lease_expires_at < now()") > 0);  // crashes
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'UNKNOWN'") > 0);      // lost responses
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'FAILED'") > 0);  // declines re-run
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL") > 0);
+    QVERIFY(db_->scalar("SELECT count(DISTINCT biz_type) FROM idem.records") == 3);
+    // Money moved without a SUCCESS record (crash after charge): what reconciliation looks for.
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.fund_flows f WHERE kind = 'DEBIT' AND NOT EXISTS (SELECT 1 FROM idem.records r WHERE r.biz_type = f.biz_type AND r.biz_id = f.biz_id AND r.status = 'SUCCESS')") > 0);
+  }
+
+  void sameSeedPlansSameTraffic() {
+    sim::SimulationConfig c;
+    c.seed = 99;
+    c.runId = "r";
+    for (std::int64_t i = 0; i < 500; ++i) {
+      const sim::OperationPlan a = sim::planOperation(c, i), b = sim::planOperation(c, i);
+      QCOMPARE(a.key, b.key);
+      QCOMPARE(a.amountMinor, b.amountMinor);
+      QCOMPARE(static_cast<int>(a.fault), static_cast<int>(b.fault));
+      QCOMPARE(a.retries.size(), b.retries.size());
+    }
+    c.seed = 100;
+    int differ = 0;
+    sim::SimulationConfig d = c;
+    d.seed = 99;
+    for (std::int64_t i = 0; i < 500; ++i) differ += sim::planOperation(c, i).amountMinor != sim::planOperation(d, i).amountMinor;
+    QVERIFY(differ > 400);
+
+    // Two runs with one seed leave the same tables (no concurrent copies: their winner is timing).
+    auto run = [&](const std::string& name) {
+      test::TestDatabase db(name);
+      sim::SimulationConfig r;
+      r.connection.dsn = db.dsn();
+      r.operations = 400;
+      r.seed = 5;
+      r.runId = "same";
+      r.concurrentDuplicateRate = 0;
+      sim::simulate(r, stop_);
+      pqxx::connection conn(db.dsn());
+      pqxx::nontransaction tx(conn);
+      return std::string(tx.exec(
+          "SELECT md5(string_agg(idempotency_key || status || version || attempt_count, ',' ORDER BY idempotency_key)) || "
+          "(SELECT md5(string_agg(idempotency_key || trigger_source || outcome, ',' ORDER BY idempotency_key, trigger_source, outcome)) FROM idem.attempts) || "
+          "(SELECT md5(string_agg(external_ref || amount_minor || (duplicate_of IS NULL), ',' ORDER BY external_ref)) FROM idem.fund_flows) "
+          "FROM idem.records")[0][0].c_str());
+    };
+    QCOMPARE(run("tst_simulator_a"), run("tst_simulator_b"));
+  }
+
+  void stopFlagAndDurationBoundTheRun() {
+    sim::SimulationConfig c = quietConfig(*db_);
+    c.operations = 0;  // unbounded
+    c.duration = std::chrono::milliseconds(400);
+    const auto started = std::chrono::steady_clock::now();
+    const sim::SimulationSummary s = sim::simulate(c, stop_);
+    QVERIFY(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
+    QVERIFY(s.operations > 0);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'PROCESSING'"), 0LL);
+  }
+
+  void invalidConfigIsNamed() {
+    sim::SimulationConfig c;
+    c.agents = 0;
+    c.responseLossRate = 1.5;
+    c.bizTypes = {};
+    const auto problems = c.validate();
+    QCOMPARE(problems.size(), std::size_t(4));  // agents, the rate, the sum of fault rates, no biz types
+    QVERIFY(problems[0].find("--agents") != std::string::npos);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestSimulator)
+#include "tst_simulator.moc"
