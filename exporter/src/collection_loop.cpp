@@ -1,0 +1,158 @@
+#include "collection_loop.hpp"
+
+#include <pqxx/pqxx>
+#include <algorithm>
+#include <pqxx/except>
+#include <pqxx/nontransaction>
+
+#include "duration.hpp"
+#include "idem/database_error.hpp"
+#include "log.hpp"
+
+namespace idem::exporter {
+namespace {
+
+constexpr std::chrono::milliseconds kFirstBackoff{1'000};
+constexpr std::chrono::milliseconds kMaxBackoff{30'000};
+
+// The exporter only reads: make the session say so, as a guard against any future mistake.
+constexpr const char* kSessionSetup = "SET default_transaction_read_only = on";
+
+std::string describe(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return primaryMessage(e.what());
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+bool connectionLost(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const pqxx::broken_connection&) {
+    return true;
+  } catch (const pqxx::in_doubt_error&) {
+    return true;
+  } catch (const DatabaseError& e) {
+    return e.isConnectionLoss();
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
+CollectionLoop::CollectionLoop(ConnectionSettings settings, CollectorSet& collectors,
+                               std::chrono::milliseconds interval)
+    : settings_(std::move(settings)),
+      set_(collectors),
+      interval_(interval),
+      nextDue_(collectors.collectors().size(), std::chrono::steady_clock::time_point{}) {}
+
+CollectionLoop::~CollectionLoop() { stop(); }
+
+void CollectionLoop::start() {
+  if (thread_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+void CollectionLoop::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool CollectionLoop::waitFor(std::chrono::milliseconds d) {
+  std::unique_lock lock(mutex_);
+  return !wake_.wait_for(lock, d, [this] { return stopping_; });
+}
+
+bool CollectionLoop::connect() {
+  try {
+    auto c = idem::connect(settings_);
+    pqxx::nontransaction tx(*c);
+    tx.exec(kSessionSetup);
+    // Also when the DSN carried its own options: every statement is bounded.
+    tx.exec_params("SELECT pg_catalog.set_config('statement_timeout', $1, false)",
+                   std::to_string(settings_.statementTimeout.count()));
+    tx.commit();
+    connection_ = std::move(c);
+    if (connectFailures_ > 0) {
+      logInfo("connected to the database " + settings_.redacted() + " again after " +
+              std::to_string(connectFailures_) + " failed attempt(s)");
+    } else {
+      logInfo("connected to the database " + settings_.redacted());
+    }
+    connectFailures_ = 0;
+    return true;
+  } catch (...) {
+    connection_.reset();
+    const auto backoff =
+        std::min(kMaxBackoff, kFirstBackoff * (1 << std::min(connectFailures_, 5)));
+    ++connectFailures_;
+    set_.health().recordError("connect");
+    logError(describe(std::current_exception()) + "; serving idempotency_exporter_db_up 0, retrying in " +
+             formatDuration(backoff));
+    set_.health().setDatabaseUp(false);
+    ++collections_;
+    waitFor(backoff);
+    return false;
+  }
+}
+
+void CollectionLoop::collectOnce() {
+  const auto started = std::chrono::steady_clock::now();
+  bool succeeded = true;
+  bool reached = true;
+  const auto& collectors = set_.collectors();
+  for (std::size_t i = 0; i < collectors.size() && connection_; ++i) {
+    if (started < nextDue_[i]) continue;
+    Collector& c = *collectors[i];
+    try {
+      c.update(*connection_);
+      if (c.interval().count() > 0) nextDue_[i] = started + c.interval();
+    } catch (...) {
+      const std::exception_ptr error = std::current_exception();
+      succeeded = false;
+      set_.health().recordError(std::string(c.name()));
+      logWarn(std::string(c.name()) + ": " + describe(error));
+      if (connectionLost(error) || !connection_->is_open()) {
+        logError("lost the database connection; reconnecting");
+        connection_.reset();
+        reached = false;
+      }
+    }
+  }
+  set_.health().recordCollection(std::chrono::steady_clock::now() - started, reached, succeeded);
+  ++collections_;
+}
+
+void CollectionLoop::run() {
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stopping_) return;
+    }
+    if (!connection_ && !connect()) continue;
+    const auto started = std::chrono::steady_clock::now();
+    collectOnce();
+    const auto next = started + interval_;
+    const auto now = std::chrono::steady_clock::now();
+    if (!connection_) continue;  // reconnect at once; connect() backs off if that fails
+    if (!waitFor(std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::max(now, next) - now))) {
+      return;
+    }
+  }
+}
+
+}  // namespace idem::exporter

@@ -1,0 +1,56 @@
+// The background collection: one thread owns the exporter's one database connection and runs the
+// collectors that are due, every --collect-interval. When the database is unreachable it keeps
+// trying with exponential backoff (1s doubling to 30s) while /metrics goes on serving the last
+// figures with idempotency_exporter_db_up 0; collectors keep their state across reconnects, so
+// nothing is lost or counted twice.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <pqxx/connection>
+#include <thread>
+
+#include "collectors/collector_list.hpp"
+#include "idem/connection_settings.hpp"
+
+namespace idem::exporter {
+
+class CollectionLoop {
+ public:
+  CollectionLoop(ConnectionSettings settings, CollectorSet& collectors,
+                 std::chrono::milliseconds interval);
+  ~CollectionLoop();
+  CollectionLoop(const CollectionLoop&) = delete;
+  CollectionLoop& operator=(const CollectionLoop&) = delete;
+
+  void start();
+  void stop();
+
+  // Collections finished so far (successful or not), for tests that wait for one.
+  std::uint64_t collections() const { return collections_.load(); }
+
+ private:
+  void run();
+  bool connect();
+  void collectOnce();
+  bool waitFor(std::chrono::milliseconds d);  // false when stopping
+
+  ConnectionSettings settings_;
+  CollectorSet& set_;
+  std::chrono::milliseconds interval_;
+  std::unique_ptr<pqxx::connection> connection_;  // collection thread only
+  std::vector<std::chrono::steady_clock::time_point> nextDue_;
+  int connectFailures_ = 0;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+  std::atomic<std::uint64_t> collections_{0};
+};
+
+}  // namespace idem::exporter

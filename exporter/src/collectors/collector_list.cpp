@@ -1,0 +1,36 @@
+#include "collectors/collector_list.hpp"
+
+#include "collectors/fund_flows_collector.hpp"
+#include "collectors/requests_collector.hpp"
+#include "collectors/transitions_collector.hpp"
+#include "collectors/unsettled_records_collector.hpp"
+
+namespace idem::exporter {
+
+CollectorSet::CollectorSet(const CollectorSettings& settings)
+    : bizTypes_(std::make_shared<BizTypes>()),
+      readStats_({"attempts", "fund_flows", "transitions"}) {
+  // Biz types that move money have series from the first scrape, before any row names them.
+  for (const std::string& biz : settings.reconciliation.bizTypes) bizTypes_->intern(biz);
+
+  collectors_.push_back(std::make_unique<UnsettledRecordsCollector>(bizTypes_));
+  collectors_.push_back(std::make_unique<RequestsCollector>(bizTypes_, settings.reader, readStats_));
+  collectors_.push_back(std::make_unique<FundFlowsCollector>(bizTypes_, settings.reader, readStats_));
+  collectors_.push_back(std::make_unique<TransitionsCollector>(settings.reader, readStats_));
+  collectors_.push_back(std::make_unique<ReconciliationCollector>(settings.reconciliation));
+
+  std::vector<std::string> stages{"connect"};
+  for (const auto& c : collectors_) stages.emplace_back(c->name());
+  auto health = std::make_unique<SelfHealthCollector>(readStats_, stages);
+  health_ = health.get();
+  collectors_.push_back(std::move(health));
+}
+
+std::vector<prometheus::MetricFamily> CollectorSet::Collect() const {
+  std::vector<prometheus::MetricFamily> out;
+  out.reserve(24);
+  for (const auto& c : collectors_) c->collect(out);
+  return out;
+}
+
+}  // namespace idem::exporter

@@ -1,0 +1,99 @@
+#include "collectors/reconciliation_collector.hpp"
+
+#include <pqxx/pqxx>
+#include <pqxx/nontransaction>
+
+#include "metric_families.hpp"
+
+namespace idem::exporter {
+namespace {
+
+// DEBIT flows in the window (BRIN on created_at), per business object, anti-joined with the one
+// SUCCESS record a business object may have (the unique partial index records_one_success_per_biz).
+constexpr const char* kDebitWithoutSuccess = R"SQL(
+SELECT count(*)
+  FROM (SELECT DISTINCT f.biz_type, f.biz_id
+          FROM idem.fund_flows f
+         WHERE f.kind = 'DEBIT'
+           AND f.biz_type = ANY($1::text[])
+           AND f.created_at >= now() - $2::interval
+           AND f.created_at < now() - $3::interval) AS d
+ WHERE NOT EXISTS (SELECT 1 FROM idem.records r
+                    WHERE r.biz_type = d.biz_type AND r.biz_id = d.biz_id
+                      AND r.status = 'SUCCESS')
+)SQL";
+
+// SUCCESS records that reached SUCCESS in the window (records_by_updated range), with no DEBIT flow
+// for the business object (fund_flows_by_biz).
+constexpr const char* kSuccessWithoutDebit = R"SQL(
+SELECT count(*)
+  FROM idem.records r
+ WHERE r.updated_at >= now() - $2::interval
+   AND r.updated_at < now() - $3::interval
+   AND r.status = 'SUCCESS'
+   AND r.biz_type = ANY($1::text[])
+   AND NOT EXISTS (SELECT 1 FROM idem.fund_flows f
+                    WHERE f.biz_type = r.biz_type AND f.biz_id = r.biz_id
+                      AND f.kind = 'DEBIT')
+)SQL";
+
+std::string intervalText(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " milliseconds";
+}
+
+}  // namespace
+
+std::string textArrayLiteral(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+ReconciliationCollector::ReconciliationCollector(ReconciliationSettings settings)
+    : settings_(std::move(settings)) {}
+
+void ReconciliationCollector::update(pqxx::connection& connection) {
+  pqxx::nontransaction tx(connection);
+  const std::string bizTypes = textArrayLiteral(settings_.bizTypes);
+  const double debits = tx.exec_params1(kDebitWithoutSuccess, bizTypes, intervalText(settings_.window),
+                                        intervalText(settings_.grace))[0].as<double>();
+  const double successes = tx.exec_params1(kSuccessWithoutDebit, bizTypes,
+                                           intervalText(settings_.window),
+                                           intervalText(settings_.grace))[0].as<double>();
+  const double now = tx.exec1("SELECT extract(epoch FROM now())::float8")[0].as<double>();
+  std::lock_guard lock(mutex_);
+  debitWithoutSuccess_ = debits;
+  successWithoutDebit_ = successes;
+  lastSuccess_ = now;
+}
+
+void ReconciliationCollector::collect(std::vector<prometheus::MetricFamily>& out) const {
+  auto mismatches = makeFamily(
+      "idempotency_reconciliation_mismatches",
+      "Business objects of --reconcile-biz-types over --reconcile-window, older than "
+      "--reconcile-grace, whose fund flows and records disagree, as of the last reconciliation: "
+      "debit_without_success (money moved, no SUCCESS record), success_without_debit (SUCCESS, "
+      "no DEBIT flow).",
+      prometheus::MetricType::Gauge);
+  auto last = makeFamily("idempotency_exporter_last_reconcile_success_timestamp_seconds",
+                         "When the last reconciliation succeeded (database clock), seconds since "
+                         "the epoch; 0 before the first.",
+                         prometheus::MetricType::Gauge);
+  std::lock_guard lock(mutex_);
+  addSample(mismatches, {{"kind", "debit_without_success"}}, debitWithoutSuccess_);
+  addSample(mismatches, {{"kind", "success_without_debit"}}, successWithoutDebit_);
+  addSample(last, {}, lastSuccess_);
+  out.push_back(std::move(mismatches));
+  out.push_back(std::move(last));
+}
+
+}  // namespace idem::exporter

@@ -1,0 +1,139 @@
+#include "collectors/requests_collector.hpp"
+
+#include <pqxx/pqxx>
+#include <cmath>
+#include <limits>
+
+#include "idem/vocabulary.hpp"
+#include "log.hpp"
+#include "metric_families.hpp"
+
+namespace idem::exporter {
+namespace {
+
+constexpr const char* kRowsAfter = R"SQL(
+SELECT id, extract(epoch FROM created_at)::float8, biz_type, trigger_source, outcome
+  FROM idem.attempts
+ WHERE id > $1
+ ORDER BY id
+ LIMIT $2
+)SQL";
+
+constexpr const char* kRowsByIds = R"SQL(
+SELECT id, extract(epoch FROM created_at)::float8, biz_type, trigger_source, outcome
+  FROM idem.attempts
+ WHERE id = ANY($1::bigint[])
+)SQL";
+
+constexpr const char* kHighWater = "SELECT coalesce(max(id), 0) FROM idem.attempts";
+
+// min(id + 0), not min(id): the planner would answer min(id) by walking the primary key from the
+// oldest row and filtering on created_at, a full scan on a table of old rows. Written this way it
+// uses the BRIN index on created_at and touches only the recent block ranges.
+constexpr const char* kWindowStartId = R"SQL(
+SELECT min(id + 0) FROM idem.attempts WHERE created_at >= now() - $1::interval
+)SQL";
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+}  // namespace
+
+RequestsCollector::RequestsCollector(std::shared_ptr<BizTypes> bizTypes, ReaderLimits limits,
+                                     ReadStats& stats)
+    : bizTypes_(std::move(bizTypes)),
+      reader_(TableQueries{"idem.attempts", kRowsAfter, kRowsByIds, kHighWater, kWindowStartId},
+              limits, stats.table("attempts")),
+      window_(limits.window),
+      hitRatio_(kNaN) {
+  retryRatio_.fill(kNaN);
+}
+
+void RequestsCollector::take(const pqxx::row& row, RowOrigin origin) {
+  const auto source = tryParse<TriggerSource>(row[3].c_str());
+  const auto outcome = tryParse<Outcome>(row[4].c_str());
+  if (!source || !outcome) {
+    logWarn(std::string("idem.attempts id ") + row[0].c_str() + ": unknown trigger_source '" +
+            row[3].c_str() + "' or outcome '" + row[4].c_str() + "', not counted");
+    return;
+  }
+  const auto s = static_cast<std::size_t>(*source);
+  const auto o = static_cast<std::size_t>(*outcome);
+  if (origin != RowOrigin::BeforeStart) {
+    const std::size_t biz = bizTypes_->intern(row[2].c_str());
+    if (counts_.size() <= biz) counts_.resize(biz + 1, Cells{});
+    ++counts_[biz][s * kOutcomes + o];
+  } else {
+    bizTypes_->intern(row[2].c_str());
+  }
+  const double createdAt = row[1].as<double>();
+  window_.add(createdAt, kAll);
+  if (isHit(*outcome)) window_.add(createdAt, kHits);
+  if (*source != TriggerSource::Initial) window_.add(createdAt, kFirstRetry + s - 1);
+}
+
+void RequestsCollector::update(pqxx::connection& connection) {
+  try {
+    reader_.poll(connection, [this](const pqxx::row& row, RowOrigin origin) { take(row, origin); });
+  } catch (...) {
+    publish();  // what was read is consistent: see IncrementalReader::poll
+    throw;
+  }
+  publish();
+}
+
+void RequestsCollector::publish() {
+  const Window::Counts w = window_.sum(reader_.snapshotTime());
+  std::lock_guard lock(mutex_);
+  publishedCounts_ = counts_;
+  if (!reader_.started()) return;  // no window yet: the ratios stay NaN
+  const auto all = static_cast<double>(w[kAll]);
+  hitRatio_ = w[kAll] == 0 ? kNaN : static_cast<double>(w[kHits]) / all;
+  for (std::size_t i = 0; i < retryRatio_.size(); ++i) {
+    retryRatio_[i] = w[kAll] == 0 ? kNaN : static_cast<double>(w[kFirstRetry + i]) / all;
+  }
+}
+
+void RequestsCollector::collect(std::vector<prometheus::MetricFamily>& out) const {
+  const std::vector<std::string> bizNames = bizTypes_->names();
+  auto total = makeFamily("idempotency_requests_total",
+                          "Requests that reached the idempotency layer (rows of idem.attempts "
+                          "committed since the exporter started), as of the last collection.",
+                          prometheus::MetricType::Counter);
+  auto hit = makeFamily("idempotency_hit_ratio",
+                        "Share of requests over --ratio-window answered by the idempotency layer "
+                        "(outcome replayed or in_progress), as of the last collection; NaN "
+                        "without requests.",
+                        prometheus::MetricType::Gauge);
+  auto retry = makeFamily("idempotency_retry_trigger_ratio",
+                          "Share of requests over --ratio-window sent as a retry by source, as of "
+                          "the last collection; NaN without requests.",
+                          prometheus::MetricType::Gauge);
+  {
+    std::lock_guard lock(mutex_);
+    for (std::size_t b = 0; b < bizNames.size(); ++b) {
+      const Cells cells = b < publishedCounts_.size() ? publishedCounts_[b] : Cells{};
+      for (TriggerSource s : allValues<TriggerSource>()) {
+        for (Outcome o : allValues<Outcome>()) {
+          const std::size_t cell =
+              static_cast<std::size_t>(s) * kOutcomes + static_cast<std::size_t>(o);
+          addSample(total,
+                    {{"biz_type", bizNames[b]},
+                     {"source", std::string(format(s))},
+                     {"outcome", std::string(format(o))}},
+                    static_cast<double>(cells[cell]));
+        }
+      }
+    }
+    addSample(hit, {}, hitRatio_);
+    for (TriggerSource s : allValues<TriggerSource>()) {
+      if (s == TriggerSource::Initial) continue;
+      addSample(retry, {{"source", std::string(format(s))}},
+                retryRatio_[static_cast<std::size_t>(s) - 1]);
+    }
+  }
+  out.push_back(std::move(total));
+  out.push_back(std::move(hit));
+  out.push_back(std::move(retry));
+}
+
+}  // namespace idem::exporter

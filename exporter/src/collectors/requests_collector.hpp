@@ -1,0 +1,49 @@
+// Requests: idem.attempts, one row per request that reached the idempotency layer. Publishes
+// idempotency_requests_total{biz_type,source,outcome} and two of the three figures over
+// --ratio-window: idempotency_hit_ratio and idempotency_retry_trigger_ratio{source}.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "collectors/biz_types.hpp"
+#include "collectors/collector.hpp"
+#include "incremental_reader.hpp"
+#include "sliding_window.hpp"
+
+namespace idem::exporter {
+
+class RequestsCollector : public Collector {
+ public:
+  RequestsCollector(std::shared_ptr<BizTypes> bizTypes, ReaderLimits limits, ReadStats& stats);
+
+  std::string_view name() const override { return "requests"; }
+  void update(pqxx::connection& connection) override;
+  void collect(std::vector<prometheus::MetricFamily>& out) const override;
+
+ private:
+  static constexpr std::size_t kSources = 5;
+  static constexpr std::size_t kOutcomes = 5;
+  using Cells = std::array<std::uint64_t, kSources * kOutcomes>;
+  // Window counts: all requests, hits, then one per retry source (llm, framework, http, callback).
+  static constexpr std::size_t kAll = 0, kHits = 1, kFirstRetry = 2;
+  using Window = SlidingWindow<kFirstRetry + kSources - 1>;
+
+  void take(const pqxx::row& row, RowOrigin origin);
+  void publish();
+
+  std::shared_ptr<BizTypes> bizTypes_;
+  IncrementalReader reader_;
+  // Collection thread only.
+  std::vector<Cells> counts_;  // by biz type index
+  Window window_;
+
+  mutable std::mutex mutex_;  // guards what scrapes read
+  std::vector<Cells> publishedCounts_;
+  double hitRatio_;
+  std::array<double, kSources - 1> retryRatio_;
+};
+
+}  // namespace idem::exporter

@@ -1,0 +1,112 @@
+// Exactly-once reading of an append-only idem table by its identity column, so that counters
+// advance by the rows added since the last collection and never by re-counting a table.
+//
+// Ids are handed out in order (identity sequences, CACHE 1) but rows become visible in commit
+// order, so a read "id > high-water" can pass over an id whose transaction is still running.
+// Every id below the high-water mark whose row is not visible is a *gap*, remembered and looked up
+// again at each collection (WHERE id = ANY(...)): when its row appears, it is counted then, once.
+//
+// Some gaps never fill: a rolled-back transaction, or idem.record_fund_flow's INSERT ... ON
+// CONFLICT DO NOTHING, which consumes an id without writing a row. A gap is given up only when it
+// is proven permanent: the id was taken inside an INSERT into the table, and an inserting
+// transaction holds RowExclusiveLock on the table from before it takes the id until it ends. So
+// when a gap is first seen, the reader notes the transactions holding that lock (pg_locks, read
+// after the snapshot that missed the row); once none of them holds it any more (read before a
+// later snapshot), every transaction that could have written the row has ended, and if that later
+// snapshot still does not show the row, it never will. Unlike a txid-snapshot horizon, this also
+// covers an inserter that had taken the id but not yet been assigned a transaction id.
+//
+// The number of gaps tracked is bounded (--max-tracked-gaps); past it the oldest are abandoned and
+// counted, so a misbehaving writer costs a metric, never unbounded memory.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <pqxx/connection>
+#include <pqxx/row>
+#include <string>
+#include <vector>
+
+#include "read_stats.hpp"
+
+namespace idem::exporter {
+
+// The statements for one table. Rows have the columns id, created_at (float8 seconds since the
+// epoch), then the collector's own.
+struct TableQueries {
+  std::string relation;       // "idem.attempts", for pg_locks
+  std::string rowsAfter;      // $1 id, $2 limit: rows with id > $1 ORDER BY id LIMIT $2
+  std::string rowsByIds;      // $1 bigint[]: the rows with these ids
+  std::string highWater;      // the largest id visible, 0 when empty
+  std::string windowStartId;  // $1 interval: the smallest id created within it, NULL when none
+};
+
+enum class RowOrigin {
+  BeforeStart,  // committed before the exporter started: for the ratio window only
+  New,          // committed since the last collection
+  Late,         // an id first seen as a gap, whose transaction has now committed
+};
+
+struct ReaderLimits {
+  std::int64_t batchSize = 5'000;           // rows per statement
+  std::int64_t maxRowsPerPoll = 200'000;    // catch up over several collections beyond this
+  std::int64_t startBackfillIds = 10'000;   // ids below the start's high-water checked for gaps
+  std::size_t maxTrackedGaps = 100'000;
+  std::chrono::milliseconds window{0};      // rows created within it are read at start
+};
+
+class IncrementalReader {
+ public:
+  using RowSink = std::function<void(const pqxx::row&, RowOrigin)>;
+
+  IncrementalReader(TableQueries queries, ReaderLimits limits, TableReadStats& stats);
+
+  // One collection. The first call starts the reader: it reads the rows created within the
+  // window (BeforeStart) and the ids just below the high-water mark, without a full scan. Throws
+  // on database errors; the rows handed to the sink so far are accounted for, so the next poll
+  // neither misses nor repeats them.
+  void poll(pqxx::connection& connection, const RowSink& sink);
+
+  // The database's now() at the last poll, seconds since the epoch.
+  double snapshotTime() const { return snapshotTime_; }
+  std::int64_t highWater() const { return highWater_; }
+  std::size_t openGaps() const { return gaps_.size(); }
+  bool started() const { return started_; }
+
+ private:
+  struct Gap {
+    std::int64_t id;
+    std::uint32_t horizon;  // 0: not yet assigned
+  };
+  struct Horizon {
+    std::vector<std::string> holders;  // virtual transaction ids, sorted
+    bool passed = false;
+  };
+
+  void start(pqxx::connection& connection, const RowSink& sink);
+  void refreshHorizons(pqxx::connection& connection);
+  void recheckGaps(pqxx::connection& connection, const RowSink& sink);
+  void readNewRows(pqxx::connection& connection, const RowSink& sink);
+  // Records ids (from, to) exclusive as gaps, within the bound.
+  void addGaps(std::int64_t from, std::int64_t to);
+  void trimGaps();
+  void publishStats();
+
+  TableQueries queries_;
+  ReaderLimits limits_;
+  TableReadStats& stats_;
+  bool started_ = false;
+  std::int64_t highWater_ = 0;
+  double snapshotTime_ = 0;
+  std::vector<Gap> gaps_;  // ascending by id
+  std::map<std::uint32_t, Horizon> horizons_;
+  std::uint32_t nextHorizon_ = 1;
+};
+
+// "{1,2,3}": a bigint[] parameter in text form.
+std::string bigintArrayLiteral(std::vector<std::int64_t>::const_iterator begin,
+                               std::vector<std::int64_t>::const_iterator end);
+
+}  // namespace idem::exporter

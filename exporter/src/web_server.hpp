@@ -1,0 +1,56 @@
+// The HTTP side: prometheus-cpp's Exposer (civetweb) serves the telemetry path from the collectors'
+// in-memory state; a civetweb begin_request hook in front of it serves the landing page at /,
+// answers 404 elsewhere and enforces basic auth on every path. TLS is civetweb's own, configured
+// from --web.config.file. Nothing here touches the database.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "web_config.hpp"
+
+namespace prometheus {
+class Collectable;
+class Exposer;
+}  // namespace prometheus
+
+namespace idem::exporter {
+
+struct WebServerSettings {
+  std::string listenAddress = ":9477";
+  std::string telemetryPath = "/metrics";
+  WebConfig webConfig;
+  int threads = 4;
+};
+
+class WebServerError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class WebServer {
+ public:
+  // Starts listening; throws WebServerError when the address cannot be bound or TLS cannot be
+  // set up (with civetweb's reason).
+  WebServer(const WebServerSettings& settings, std::shared_ptr<prometheus::Collectable> metrics);
+  ~WebServer();
+  WebServer(const WebServer&) = delete;
+  WebServer& operator=(const WebServer&) = delete;
+
+  std::vector<int> ports() const;
+  bool tls() const { return tls_; }
+
+  struct Gate;  // the begin_request hook's per-server state
+
+ private:
+  std::unique_ptr<Gate> gate_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<prometheus::Collectable> metrics_;
+  std::vector<int> ports_;
+  bool tls_ = false;
+};
+
+}  // namespace idem::exporter
