@@ -30,9 +30,9 @@ CREATE FUNCTION idem.records_guard() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_kind     text := nullif(current_setting('idem.actor_kind', true), '');
-    v_reason   text := nullif(current_setting('idem.reason', true), '');
-    v_evidence jsonb := nullif(current_setting('idem.evidence', true), '')::jsonb;
+    v_kind     text;
+    v_reason   text;
+    v_evidence jsonb;
     v_from     text;
 BEGIN
     -- UPDATE. Identity columns never change.
@@ -56,6 +56,9 @@ BEGIN
     END IF;
 
     v_from := OLD.status;
+    v_kind := nullif(current_setting('idem.actor_kind', true), '');
+    v_reason := nullif(current_setting('idem.reason', true), '');
+    v_evidence := nullif(current_setting('idem.evidence', true), '')::jsonb;
     IF v_kind IS NULL THEN
         v_kind := 'system';
         v_reason := coalesce(v_reason, 'direct UPDATE outside the protocol functions');
@@ -83,21 +86,16 @@ CREATE TRIGGER records_guard
 CREATE FUNCTION idem.records_created() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
-DECLARE
-    v_kind text := coalesce(nullif(current_setting('idem.actor_kind', true), ''), 'system');
 BEGIN
-    IF NOT idem.transition_allowed(NULL, NEW.status, v_kind)
-       OR NEW.version <> 1 OR NEW.attempt_count <> 1 THEN
+    IF NEW.status <> 'PROCESSING' OR NEW.version <> 1 OR NEW.attempt_count <> 1 THEN
         RAISE EXCEPTION 'record %: a record is created in PROCESSING at version 1, not % at version %',
             NEW.idempotency_key, NEW.status, NEW.version
             USING ERRCODE = 'check_violation', CONSTRAINT = 'records_state_machine',
                   HINT = 'Create records through idem.begin().';
     END IF;
     INSERT INTO idem.transitions (idempotency_key, from_status, to_status, version, actor_kind,
-                                  reason, evidence, created_at)
-    VALUES (NEW.idempotency_key, NULL, NEW.status, 1, v_kind,
-            nullif(current_setting('idem.reason', true), ''),
-            nullif(current_setting('idem.evidence', true), '')::jsonb, NEW.created_at);
+                                  created_at)
+    VALUES (NEW.idempotency_key, NULL, 'PROCESSING', 1, 'system', NEW.created_at);
     RETURN NULL;
 END
 $$;

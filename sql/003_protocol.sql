@@ -6,6 +6,17 @@
 -- version moved on: someone else changed the record), invalid_transition, not_found; status and
 -- version are the record's after the call (its current ones when refused, NULL when not found).
 
+-- Who acts and why, for the trigger that writes idem.transitions (sql/002_state_machine.sql):
+-- transaction-local settings. An SQL function so that PL/pgSQL evaluates it as a simple
+-- expression, without running a query.
+CREATE FUNCTION idem.act(p_actor_kind text, p_reason text, p_evidence text) RETURNS text
+LANGUAGE sql VOLATILE
+AS $$
+    SELECT pg_catalog.set_config('idem.actor_kind', p_actor_kind, true)
+        || pg_catalog.set_config('idem.reason', p_reason, true)
+        || pg_catalog.set_config('idem.evidence', p_evidence, true)
+$$;
+
 -- Why a state change was refused. Precedence: a moved version is reported as conflict even when the
 -- new status would also refuse the change, because "someone else acted" is what the caller must learn.
 CREATE FUNCTION idem.refusal(p_key text, p_expected_version integer,
@@ -76,9 +87,6 @@ BEGIN
     -- A few rounds at most: a round only repeats when the row we conflicted with vanished (retention)
     -- or was re-claimed by a concurrent caller between our statements.
     FOR round IN 1..5 LOOP
-        PERFORM set_config('idem.actor_kind', 'system', true),
-                set_config('idem.reason', '', true),
-                set_config('idem.evidence', '', true);
         -- The unique indexes decide: the key's primary key and the one-live-record-per-business-
         -- object index. Whoever inserts first owns the record; everyone else waits for that
         -- transaction and then finds the row.
@@ -156,10 +164,10 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_ctx text;
 BEGIN
-    PERFORM set_config('idem.actor_kind', 'system', true),
-            set_config('idem.reason', '', true),
-            set_config('idem.evidence', '', true);
+    v_ctx := idem.act('system', '', '');
     UPDATE idem.records AS r
        SET status = 'SUCCESS', response_payload = p_response_payload
      WHERE r.idempotency_key = p_key AND r.version = p_expected_version
@@ -177,10 +185,10 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_ctx text;
 BEGIN
-    PERFORM set_config('idem.actor_kind', 'system', true),
-            set_config('idem.reason', coalesce(p_error, ''), true),
-            set_config('idem.evidence', '', true);
+    v_ctx := idem.act('system', coalesce(p_error, ''), '');
     UPDATE idem.records AS r
        SET status = 'FAILED', last_error = p_error
      WHERE r.idempotency_key = p_key AND r.version = p_expected_version
@@ -198,10 +206,10 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_ctx text;
 BEGIN
-    PERFORM set_config('idem.actor_kind', 'system', true),
-            set_config('idem.reason', coalesce(p_reason, ''), true),
-            set_config('idem.evidence', '', true);
+    v_ctx := idem.act('system', coalesce(p_reason, ''), '');
     UPDATE idem.records AS r
        SET status = 'UNKNOWN', last_error = p_reason
      WHERE r.idempotency_key = p_key AND r.version = p_expected_version
@@ -222,6 +230,8 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_ctx text;
 BEGIN
     IF p_to_status IS NULL OR p_to_status NOT IN ('SUCCESS', 'FAILED') THEN
         RAISE EXCEPTION 'settle moves a record to SUCCESS or FAILED, not %',
@@ -232,9 +242,7 @@ BEGIN
         RAISE EXCEPTION 'settle needs a reason: say what evidence the decision rests on'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM set_config('idem.actor_kind', 'operator', true),
-            set_config('idem.reason', p_reason, true),
-            set_config('idem.evidence', coalesce(p_evidence::text, ''), true);
+    v_ctx := idem.act('operator', p_reason, coalesce(p_evidence::text, ''));
     UPDATE idem.records AS r
        SET status = p_to_status,
            response_payload = CASE WHEN p_to_status = 'SUCCESS'
@@ -252,9 +260,7 @@ BEGIN
         SELECT * INTO result, status, version FROM idem.refusal(p_key, p_expected_version);
     END IF;
     -- Later statements in this transaction must not inherit the operator's identity.
-    PERFORM set_config('idem.actor_kind', '', true),
-            set_config('idem.reason', '', true),
-            set_config('idem.evidence', '', true);
+    v_ctx := idem.act('', '', '');
 END
 $$;
 
@@ -267,10 +273,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_count integer;
+    v_ctx   text;
 BEGIN
-    PERFORM set_config('idem.actor_kind', 'system', true),
-            set_config('idem.reason', 'lease expired', true),
-            set_config('idem.evidence', '', true);
+    v_ctx := idem.act('system', 'lease expired', '');
     UPDATE idem.records AS r
        SET status = 'UNKNOWN', last_error = 'lease expired at ' || r.lease_expires_at::text
      WHERE r.idempotency_key IN (
@@ -279,7 +284,7 @@ BEGIN
                 FOR UPDATE SKIP LOCKED)
        AND r.status = 'PROCESSING' AND r.lease_expires_at < now();
     GET DIAGNOSTICS v_count = ROW_COUNT;
-    PERFORM set_config('idem.reason', '', true);
+    v_ctx := idem.act('', '', '');
     RETURN v_count;
 END
 $$;
