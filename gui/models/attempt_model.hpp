@@ -1,0 +1,34 @@
+// Every request that reached the layer under a record's key, newest first (idem.attempts): which
+// retry source sent it, what the layer answered, from which agent and trace.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "idem/domain.hpp"
+#include "models/keyed_rows_model.hpp"
+
+namespace idem::admin {
+
+class AttemptModel : public KeyedRowsModel<Attempt, std::int64_t> {
+  Q_OBJECT
+
+ public:
+  enum Columns { When, Source, Outcome, Agent, Trace, RequestHash, ColumnCount };
+  enum Roles { OutcomeRole = Qt::UserRole, ExportRole };
+
+  using KeyedRowsModel::KeyedRowsModel;
+
+  void setAttempts(std::vector<Attempt> attempts) { replaceRows(std::move(attempts)); }
+
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation,
+                      int role = Qt::DisplayRole) const override;
+
+ protected:
+  std::int64_t keyOf(const Attempt& a) const override { return a.id; }
+  bool sameContent(const Attempt&, const Attempt&) const override { return true; }  // append-only
+};
+
+}  // namespace idem::admin

@@ -1,0 +1,278 @@
+#include "models/database_worker.hpp"
+
+#include <QThread>
+#include <chrono>
+#include <pqxx/pqxx>
+
+#include "idem/database_error.hpp"
+#include "idem/record_queries.hpp"
+#include "models/record_page_query.hpp"
+#include "models/timestamps.hpp"
+
+namespace idem::admin {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Who is connected and whether it may settle. pg_has_role raises for a role that does not exist,
+// hence the CASE (evaluated in order) around it.
+constexpr const char* kDescribe =
+    "SELECT current_user, current_database(), current_setting('server_version'), r.rolsuper, "
+    "  r.rolsuper OR CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'idem_operator') "
+    "    THEN pg_has_role(current_user, 'idem_operator', 'MEMBER') ELSE false END, "
+    "  to_regclass('idem.records') IS NOT NULL, "
+    "  CASE WHEN to_regclass('idem.records') IS NOT NULL "
+    "    THEN has_table_privilege(current_user, 'idem.records', 'SELECT') ELSE false END, "
+    "  (extract(epoch FROM clock_timestamp()) * 1000000)::bigint "
+    "FROM pg_roles r WHERE r.rolname = current_user";
+
+// Served by records_unsettled: cheap however large the table is, as long as few records are stuck.
+constexpr const char* kCounts =
+    "SELECT count(*) FILTER (WHERE status = 'PROCESSING'), "
+    "       count(*) FILTER (WHERE status = 'PROCESSING' AND lease_expires_at < now()), "
+    "       count(*) FILTER (WHERE status = 'UNKNOWN'), "
+    "       (SELECT reltuples::bigint FROM pg_class WHERE oid = 'idem.records'::regclass) "
+    "FROM idem.records WHERE status IN ('PROCESSING', 'UNKNOWN')";
+
+// The server said the session is over even if libpq has not noticed yet: admin_shutdown,
+// crash_shutdown, cannot_connect_now, idle_session_timeout.
+bool endsSession(const std::string& sqlstate) {
+  return sqlstate.starts_with("08") || sqlstate == "57P01" || sqlstate == "57P02" ||
+         sqlstate == "57P03" || sqlstate == "57P05";
+}
+
+bool needsPassword(const std::string& message) {
+  return message.find("password") != std::string::npos &&
+         (message.find("no password supplied") != std::string::npos ||
+          message.find("password authentication failed") != std::string::npos);
+}
+
+std::vector<Record> readRecords(pqxx::transaction_base& tx, const BoundQuery& q) {
+  std::vector<Record> out;
+  const pqxx::result rows = tx.exec_params(q.sql, pqxx::prepare::make_dynamic_params(q.params));
+  out.reserve(rows.size());
+  for (const pqxx::row& row : rows) out.push_back(recordFromListRow(row));
+  return out;
+}
+
+bool exists(pqxx::transaction_base& tx, const BoundQuery& q) {
+  return tx.exec_params(q.sql, pqxx::prepare::make_dynamic_params(q.params))[0][0].as<bool>();
+}
+
+}  // namespace
+
+DatabaseWorker::DatabaseWorker(QObject* parent) : QObject(parent), retryTimer_(new QTimer(this)) {
+  retryTimer_->setSingleShot(true);
+  connect(retryTimer_, &QTimer::timeout, this, &DatabaseWorker::connectNow);
+}
+
+DatabaseWorker::~DatabaseWorker() = default;
+
+void DatabaseWorker::open(const idem::ConnectionSettings& settings, ReconnectBackoff backoff) {
+  settings_ = settings;
+  backoff_ = backoff;
+  backoff_.reset();
+  retryTimer_->stop();
+  connection_.reset();
+  connectNow();
+}
+
+void DatabaseWorker::close() {
+  settings_.reset();
+  retryTimer_->stop();
+  connection_.reset();
+  emit disconnected(QStringLiteral("closed"), -1);
+}
+
+void DatabaseWorker::connectNow() {
+  if (!settings_) return;
+  try {
+    connection_ = idem::connect(*settings_);
+    const ConnectionInfo info = describeConnection();
+    backoff_.reset();
+    emit connected(info);
+  } catch (const std::exception& e) {
+    connection_.reset();
+    const std::string message = e.what();
+    if (needsPassword(message)) {
+      // Retrying cannot help: a person must type a password or fix ~/.pgpass.
+      emit disconnected(QString::fromStdString(message), -1);
+      return;
+    }
+    const int wait = static_cast<int>(backoff_.next().count());
+    retryTimer_->start(wait);
+    emit disconnected(QString::fromStdString(message), wait);
+  }
+}
+
+ConnectionInfo DatabaseWorker::describeConnection() {
+  ConnectionInfo info;
+  const Timestamp before = localNow();
+  pqxx::nontransaction tx(*connection_);
+  const pqxx::result r = idem::translatingErrors("describe the connection", [&] {
+    return tx.exec(kDescribe);
+  });
+  const Timestamp after = localNow();
+  if (r.empty()) throw idem::DatabaseError("", "the connected role is not in pg_roles");
+  const pqxx::row row = r[0];
+  info.role = QString::fromUtf8(row[0].c_str());
+  info.database = QString::fromUtf8(row[1].c_str());
+  info.serverVersion = QString::fromUtf8(row[2].c_str());
+  info.isSuperuser = row[3].as<bool>();
+  info.isOperator = row[4].as<bool>();
+  if (!row[5].as<bool>()) {
+    throw idem::DatabaseError("3F000", "database " + std::string(row[1].c_str()) +
+                                           " has no idem schema: run `idemctl migrate` first");
+  }
+  if (!row[6].as<bool>()) {
+    throw idem::DatabaseError("42501", "role " + std::string(row[0].c_str()) +
+                                           " may not read idem.records: grant it idem_operator "
+                                           "(or idem_reader for read-only use)");
+  }
+  const auto serverNow = std::chrono::microseconds(row[7].as<long long>());
+  const auto middle = before.time_since_epoch() + (after - before) / 2;
+  info.clockOffset = serverNow - middle;
+  const char* host = connection_->hostname();
+  const char* port = connection_->port();
+  info.server = QStringLiteral("%1:%2").arg(QString::fromUtf8(host ? host : "?"),
+                                            QString::fromUtf8(port ? port : "?"));
+  info.source = QString::fromStdString(settings_->source);
+  return info;
+}
+
+void DatabaseWorker::loseConnection(const QString& message) {
+  connection_.reset();
+  if (!settings_) return;
+  const int wait = static_cast<int>(backoff_.next().count());
+  retryTimer_->start(wait);
+  emit disconnected(message, wait);
+}
+
+template <typename Fn>
+void DatabaseWorker::run(const JobTicket& ticket, const char* what, Fn&& fn) {
+  if (ticket.isStale()) {
+    emit jobDropped(ticket.job);
+    return;
+  }
+  if (!connection_) {
+    emit jobFailed(ticket.job, QStringLiteral("not connected to the database"), true);
+    return;
+  }
+  QString message;
+  bool sessionEnded = false;
+  try {
+    std::forward<Fn>(fn)(*connection_);
+    return;
+  } catch (const idem::DatabaseError& e) {
+    message = QString::fromStdString(e.what());
+    sessionEnded = endsSession(e.sqlstate());
+  } catch (const pqxx::broken_connection& e) {
+    message = QStringLiteral("%1: lost the database connection (%2)")
+                  .arg(QLatin1String(what), QString::fromStdString(idem::primaryMessage(e.what())));
+    sessionEnded = true;
+  } catch (const pqxx::sql_error& e) {
+    message = QStringLiteral("%1: %2").arg(QLatin1String(what),
+                                           QString::fromStdString(idem::primaryMessage(e.what())));
+    sessionEnded = endsSession(e.sqlstate());
+  } catch (const std::exception& e) {
+    message = QStringLiteral("%1: %2").arg(QLatin1String(what), QString::fromUtf8(e.what()));
+  }
+  const bool lost = sessionEnded || !connection_->is_open();
+  emit jobFailed(ticket.job, message, lost);
+  if (lost) loseConnection(message);
+}
+
+void DatabaseWorker::fetchPage(const JobTicket& ticket, const RecordFilter& filter,
+                               const std::optional<RecordCursor>& after, int limit) {
+  run(ticket, "read records", [&](pqxx::connection& c) {
+    const auto start = Clock::now();
+    pqxx::nontransaction tx(c);
+    // One row more than asked tells whether another page follows, without a second query.
+    RecordPage page;
+    page.records = readRecords(tx, pageQuery(filter, after, limit + 1));
+    page.hasMore = static_cast<int>(page.records.size()) > limit;
+    if (page.hasMore) page.records.pop_back();
+    page.databaseTime = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+    emit pageFetched(ticket.job, page);
+  });
+}
+
+void DatabaseWorker::fetchWindow(const JobTicket& ticket, const RecordFilter& filter,
+                                 const RecordCursor& through, int limit, int firstPageLimit) {
+  run(ticket, "refresh records", [&](pqxx::connection& c) {
+    const auto start = Clock::now();
+    // Both statements see one snapshot, so "is there more" matches the window it follows.
+    pqxx::read_transaction tx(c);
+    RecordPage page;
+    page.isWindow = true;
+    page.records = readRecords(tx, windowQuery(filter, through, limit));
+    if (page.records.empty()) {
+      // Everything loaded has gone (purged, or moved out of the filter): start from the top.
+      page.records = readRecords(tx, pageQuery(filter, std::nullopt, firstPageLimit + 1));
+      page.hasMore = static_cast<int>(page.records.size()) > firstPageLimit;
+      if (page.hasMore) page.records.pop_back();
+    } else {
+      page.hasMore = exists(tx, moreAfterQuery(filter, cursorOf(page.records.back(), filter.order)));
+    }
+    tx.commit();
+    page.databaseTime = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+    emit pageFetched(ticket.job, page);
+  });
+}
+
+void DatabaseWorker::fetchEvidence(const JobTicket& ticket, const std::string& key) {
+  run(ticket, "read the record", [&](pqxx::connection& c) {
+    RecordEvidence evidence;
+    evidence.key = key;
+    pqxx::read_transaction tx(c);
+    evidence.record = idem::findRecord(tx, key);
+    if (evidence.record) {
+      evidence.transitions = idem::transitionsOf(tx, key);
+      evidence.attempts = idem::attemptsOf(tx, key);
+      evidence.fundFlows = idem::fundFlowsOf(tx, evidence.record->bizType, evidence.record->bizId);
+    }
+    tx.commit();
+    emit evidenceFetched(ticket.job, evidence);
+  });
+}
+
+void DatabaseWorker::fetchCounts(const JobTicket& ticket) {
+  run(ticket, "count stuck records", [&](pqxx::connection& c) {
+    pqxx::nontransaction tx(c);
+    const pqxx::row r = idem::translatingErrors("count stuck records", [&] { return tx.exec(kCounts)[0]; });
+    UnsettledCounts counts;
+    counts.processing = r[0].as<qint64>();
+    counts.processingPastLease = r[1].as<qint64>();
+    counts.unknown = r[2].as<qint64>();
+    counts.estimatedRecords = r[3].is_null() ? -1 : r[3].as<qint64>();
+    emit countsFetched(ticket.job, counts);
+  });
+}
+
+void DatabaseWorker::assess(const JobTicket& ticket, const std::string& key, RecordStatus to) {
+  run(ticket, "weigh the evidence", [&](pqxx::connection& c) {
+    const idem::SettleAssessment assessment = idem::translatingErrors(
+        "weigh the evidence", [&] { return idem::assessSettle(c, key, to); });
+    emit assessed(ticket.job, assessment);
+  });
+}
+
+void DatabaseWorker::settle(const JobTicket& ticket, const idem::SettleRequest& request) {
+  run(ticket, "settle", [&](pqxx::connection& c) {
+    try {
+      const idem::SettleOutcome outcome =
+          idem::translatingErrors("settle", [&] { return idem::settleRecord(c, request); });
+      emit settled(ticket.job, outcome);
+    } catch (const idem::DatabaseError& e) {
+      if (!e.isConnectionLoss() && c.is_open()) throw;
+      // The call may have reached the server before the connection went: say so plainly.
+      throw idem::DatabaseError(
+          e.sqlstate().empty() ? "08006" : e.sqlstate(),
+          std::string(e.what()) +
+              ". The decision may or may not have been written: check the record's timeline "
+              "once the connection is back before settling again.");
+    }
+  });
+}
+
+}  // namespace idem::admin

@@ -1,0 +1,96 @@
+#include "models/fund_flow_model.hpp"
+
+#include <QBrush>
+#include <QFont>
+#include <algorithm>
+
+#include "models/money_text.hpp"
+#include "models/status_palette.hpp"
+#include "models/timestamps.hpp"
+
+namespace idem::admin {
+namespace {
+
+QString text(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
+}
+
+}  // namespace
+
+int FundFlowModel::duplicateCount() const {
+  return static_cast<int>(
+      std::count_if(rows_.begin(), rows_.end(), [](const FundFlow& f) { return f.isDuplicate(); }));
+}
+
+int FundFlowModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  const FundFlow& f = rows_[static_cast<std::size_t>(index.row())];
+  const int column = index.column();
+  switch (role) {
+    case Qt::DisplayRole:
+      switch (column) {
+        case When: return displayTime(f.createdAt);
+        case Kind: return text(format(f.kind));
+        case Amount: return moneyText(f.amountMinor, f.currency);
+        case ExternalRef: return text(f.externalRef);
+        case Key: return f.idempotencyKey ? text(*f.idempotencyKey) : QString();
+        case DuplicateOf:
+          return f.duplicateOf ? QStringLiteral("#%1").arg(*f.duplicateOf) : QString();
+        case Id: return QStringLiteral("#%1").arg(f.id);
+        default: return {};
+      }
+    case ExportRole:
+      switch (column) {
+        case When: return isoTime(f.createdAt);
+        case Amount: return static_cast<qlonglong>(f.amountMinor);
+        case DuplicateOf: return f.duplicateOf ? QVariant(static_cast<qlonglong>(*f.duplicateOf)) : QVariant(QString());
+        case Id: return static_cast<qlonglong>(f.id);
+        default: return data(index, Qt::DisplayRole);
+      }
+    case Qt::ToolTipRole:
+      if (f.isDuplicate()) {
+        return QStringLiteral("Duplicate of flow #%1: a second %2 for %3/%4 under another gateway "
+                              "reference (a double charge if it is a DEBIT)")
+            .arg(*f.duplicateOf)
+            .arg(text(format(f.kind)), text(f.bizType), text(f.bizId));
+      }
+      if (column == When) return isoTime(f.createdAt);
+      return {};
+    case Qt::BackgroundRole:
+      if (f.isDuplicate()) return QBrush(duplicateFlowBackground());
+      return {};
+    case Qt::FontRole:
+      if (f.isDuplicate() && (column == Kind || column == DuplicateOf)) {
+        QFont bold;
+        bold.setBold(true);
+        return bold;
+      }
+      return {};
+    case Qt::TextAlignmentRole:
+      if (column == Amount) return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
+      return {};
+    case IsDuplicateRole: return f.isDuplicate();
+    case KindRole: return static_cast<int>(f.kind);
+    default: return {};
+  }
+}
+
+QVariant FundFlowModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  switch (section) {
+    case When: return QStringLiteral("When");
+    case Kind: return QStringLiteral("Kind");
+    case Amount: return QStringLiteral("Amount");
+    case ExternalRef: return QStringLiteral("Gateway ref");
+    case Key: return QStringLiteral("Idempotency key");
+    case DuplicateOf: return QStringLiteral("Duplicate of");
+    case Id: return QStringLiteral("Flow");
+    default: return {};
+  }
+}
+
+}  // namespace idem::admin

@@ -1,0 +1,14 @@
+// Amounts in minor units (the ledger's amount_minor) as money: 2990 CNY reads "29.90 CNY".
+#pragma once
+
+#include <QString>
+#include <cstdint>
+#include <string>
+
+namespace idem::admin {
+
+// ISO 4217 minor-unit exponent: 0 for JPY, KRW..., 3 for BHD, KWD..., else 2.
+int minorUnitDigits(const std::string& currency);
+QString moneyText(std::int64_t amountMinor, const std::string& currency);
+
+}  // namespace idem::admin

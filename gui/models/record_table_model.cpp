@@ -1,0 +1,242 @@
+#include "models/record_table_model.hpp"
+
+#include <QBrush>
+#include <QFont>
+
+#include "models/age_text.hpp"
+#include "models/database_session.hpp"
+#include "models/status_palette.hpp"
+#include "models/timestamps.hpp"
+
+namespace idem::admin {
+namespace {
+
+QString text(const std::string& s) { return QString::fromStdString(s); }
+QString text(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
+}
+
+}  // namespace
+
+RecordTableModel::RecordTableModel(DatabaseSession* session, QObject* parent)
+    : KeyedRowsModel(parent), session_(session) {
+  connect(session_, &DatabaseSession::pageFetched, this, &RecordTableModel::onPageFetched);
+  connect(session_, &DatabaseSession::jobFailed, this,
+          [this](quint64 job, const QString& message, bool) { onJobEnded(job, message); });
+  connect(session_, &DatabaseSession::jobDropped, this,
+          [this](quint64 job) { onJobEnded(job, QString()); });
+}
+
+int RecordTableModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
+
+bool RecordTableModel::sameContent(const Record& a, const Record& b) const {
+  return a.status == b.status && a.version == b.version && a.updatedAt == b.updatedAt &&
+         a.leaseExpiresAt == b.leaseExpiresAt && a.lastError == b.lastError &&
+         a.attemptCount == b.attemptCount;
+}
+
+Timestamp RecordTableModel::serverNow() const { return localNow() + clockOffset_; }
+
+bool RecordTableModel::isStuck(const Record& r) const {
+  if (r.status == RecordStatus::Unknown) return true;
+  return r.status == RecordStatus::Processing && r.leaseExpiresAt && *r.leaseExpiresAt < serverNow();
+}
+
+QVariant RecordTableModel::display(const Record& r, int column) const {
+  switch (column) {
+    case Status: return text(format(r.status));
+    case Age: return ageText(serverNow() - r.updatedAt);
+    case Key: return text(r.idempotencyKey);
+    case BizType: return text(r.bizType);
+    case BizId: return text(r.bizId);
+    case Tool: return text(r.tool);
+    case Version: return r.version;
+    case Attempts: return r.attemptCount;
+    case Updated: return displayTime(r.updatedAt);
+    case Created: return displayTime(r.createdAt);
+    case LeaseExpires: return r.leaseExpiresAt ? displayTime(*r.leaseExpiresAt) : QString();
+    case LastError: {
+      if (!r.lastError) return QString();
+      QString line = text(*r.lastError);
+      line.replace(QLatin1Char('\n'), QLatin1Char(' '));
+      return line;
+    }
+    default: return {};
+  }
+}
+
+QVariant RecordTableModel::exportValue(const Record& r, int column) const {
+  switch (column) {
+    case Age:
+      return static_cast<qlonglong>(
+          std::chrono::duration_cast<std::chrono::seconds>(serverNow() - r.updatedAt).count());
+    case Updated: return isoTime(r.updatedAt);
+    case Created: return isoTime(r.createdAt);
+    case LeaseExpires: return r.leaseExpiresAt ? isoTime(*r.leaseExpiresAt) : QString();
+    case LastError: return r.lastError ? text(*r.lastError) : QString();
+    default: return display(r, column);
+  }
+}
+
+QVariant RecordTableModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  const Record& r = rows_[static_cast<std::size_t>(index.row())];
+  const int column = index.column();
+  switch (role) {
+    case Qt::DisplayRole: return display(r, column);
+    case Qt::ToolTipRole:
+      if (column == Age) {
+        return QStringLiteral("in %1 since %2 (last change)")
+            .arg(text(format(r.status)), isoTime(r.updatedAt));
+      }
+      if (column == Updated || column == Created || column == LeaseExpires) {
+        return exportValue(r, column);
+      }
+      if (column == LastError || column == Key || column == BizId) return exportValue(r, column);
+      return {};
+    case Qt::BackgroundRole:
+      if (column == Status) return QBrush(statusBackground(r.status));
+      return {};
+    case Qt::ForegroundRole:
+      if (column == Status) return QBrush(statusForeground(r.status));
+      if (column == Age && isStuck(r)) return QBrush(statusForeground(RecordStatus::Unknown));
+      return {};
+    case Qt::FontRole:
+      if (column == Status || (column == Age && isStuck(r))) {
+        QFont bold;
+        bold.setBold(true);
+        return bold;
+      }
+      return {};
+    case Qt::TextAlignmentRole:
+      if (column == Version || column == Attempts || column == Age) {
+        return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
+      }
+      if (column == Status) return QVariant::fromValue(Qt::AlignCenter);
+      return {};
+    case KeyRole: return text(r.idempotencyKey);
+    case StatusRole: return static_cast<int>(r.status);
+    case VersionRole: return r.version;
+    case StuckRole: return isStuck(r);
+    case ExportRole: return exportValue(r, column);
+    default: return {};
+  }
+}
+
+QVariant RecordTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal) return {};
+  if (role == Qt::DisplayRole) {
+    switch (section) {
+      case Status: return QStringLiteral("Status");
+      case Age: return QStringLiteral("Age");
+      case Key: return QStringLiteral("Idempotency key");
+      case BizType: return QStringLiteral("Biz type");
+      case BizId: return QStringLiteral("Biz id");
+      case Tool: return QStringLiteral("Tool");
+      case Version: return QStringLiteral("Ver.");
+      case Attempts: return QStringLiteral("Claims");
+      case Updated: return QStringLiteral("Updated");
+      case Created: return QStringLiteral("Created");
+      case LeaseExpires: return QStringLiteral("Lease expires");
+      case LastError: return QStringLiteral("Last error");
+      default: return {};
+    }
+  }
+  if (role == Qt::ToolTipRole) {
+    switch (section) {
+      case Age: return QStringLiteral("Time since the record's last change (updated_at), on the server's clock");
+      case Version: return QStringLiteral("Version: +1 on every status change; settle checks it");
+      case Attempts: return QStringLiteral("attempt_count: how many times the record was claimed for execution");
+      default: return {};
+    }
+  }
+  return {};
+}
+
+bool RecordTableModel::canFetchMore(const QModelIndex& parent) const {
+  return !parent.isValid() && hasMore_ && pendingJob_ == 0;
+}
+
+void RecordTableModel::fetchMore(const QModelIndex& parent) {
+  if (!canFetchMore(parent) || rows_.empty()) return;
+  setPending(session_->fetchPage(generation_.ticket(session_->nextJob()), filter_,
+                                 cursorOf(rows_.back(), filter_.order), pageSize_));
+}
+
+void RecordTableModel::setFilter(const RecordFilter& filter) {
+  generation_.advance();  // answers to the old filter are now stale, queued requests skipped
+  hasMore_ = false;
+  resetRows();
+  filter_ = filter;
+  pendingJob_ = 0;
+  requestFirstPage();
+}
+
+void RecordTableModel::refresh() {
+  if (pendingJob_ != 0) return;
+  if (rows_.empty()) {
+    requestFirstPage();
+    return;
+  }
+  if (!refreshKeepsPosition()) {
+    setFilter(filter_);
+    return;
+  }
+  // The loaded span, plus room for the rows that arrived above it since.
+  const int limit = static_cast<int>(rows_.size()) + std::max(pageSize_, 1000);
+  setPending(session_->fetchWindow(generation_.ticket(session_->nextJob()), filter_,
+                                   cursorOf(rows_.back(), filter_.order), limit, pageSize_));
+}
+
+void RecordTableModel::touchAges() {
+  if (rows_.empty()) return;
+  emit dataChanged(index(0, Age), index(rowCount() - 1, Age),
+                   {Qt::DisplayRole, Qt::ForegroundRole, Qt::FontRole, StuckRole});
+}
+
+int RecordTableModel::rowOfKey(const std::string& key) const {
+  if (!containsKey(key)) return -1;
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    if (rows_[i].idempotencyKey == key) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void RecordTableModel::requestFirstPage() {
+  setPending(session_->fetchPage(generation_.ticket(session_->nextJob()), filter_, std::nullopt,
+                                 pageSize_));
+}
+
+void RecordTableModel::setPending(quint64 job) {
+  const bool wasLoading = pendingJob_ != 0;
+  pendingJob_ = job;
+  if (wasLoading != (job != 0)) emit loadingChanged(job != 0);
+}
+
+void RecordTableModel::onPageFetched(quint64 job, const RecordPage& page) {
+  if (job != pendingJob_ || job == 0) return;  // another model's, or stale: dropped
+  setPending(0);
+  lastError_.clear();
+  lastDatabaseTime_ = page.databaseTime;
+  applying_ = true;
+  if (page.isWindow) {
+    replaceRows(page.records);
+  } else {
+    appendRows(page.records);
+  }
+  applying_ = false;
+  hasMore_ = page.hasMore;
+  emit fetched(page);
+}
+
+void RecordTableModel::onJobEnded(quint64 job, const QString& message) {
+  if (job != pendingJob_ || job == 0) return;
+  setPending(0);
+  if (message.isEmpty()) return;  // skipped as stale
+  lastError_ = message;
+  emit fetchFailed(message);
+}
+
+}  // namespace idem::admin

@@ -1,0 +1,86 @@
+#include "models/transition_model.hpp"
+
+#include <QBrush>
+#include <QFont>
+
+#include "models/json_text.hpp"
+#include "models/status_palette.hpp"
+#include "models/timestamps.hpp"
+
+namespace idem::admin {
+namespace {
+
+QString text(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
+}
+
+}  // namespace
+
+int TransitionModel::columnCount(const QModelIndex& parent) const {
+  return parent.isValid() ? 0 : ColumnCount;
+}
+
+QVariant TransitionModel::data(const QModelIndex& index, int role) const {
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  const Transition& t = rows_[static_cast<std::size_t>(index.row())];
+  const int column = index.column();
+  const bool byOperator = t.actorKind == idem::ActorKind::Operator;
+  switch (role) {
+    case Qt::DisplayRole:
+      switch (column) {
+        case When: return displayTime(t.createdAt);
+        case From: return t.fromStatus ? text(format(*t.fromStatus)) : QStringLiteral("(created)");
+        case To: return text(format(t.toStatus));
+        case Version: return t.version;
+        case Actor: return text(t.actor);
+        case ActorKind: return text(format(t.actorKind));
+        case Reason: return t.reason ? text(*t.reason) : QString();
+        case Evidence: return compactJson(t.evidence);
+        default: return {};
+      }
+    case ExportRole:
+      if (column == When) return isoTime(t.createdAt);
+      if (column == Evidence) return t.evidence ? text(*t.evidence) : QString();
+      return data(index, Qt::DisplayRole);
+    case Qt::ToolTipRole:
+      if (column == When) return isoTime(t.createdAt);
+      if (column == Evidence) return prettyJson(t.evidence);
+      if (column == Reason && t.reason) return text(*t.reason);
+      return {};
+    case Qt::BackgroundRole:
+      if (column == To) return QBrush(statusBackground(t.toStatus));
+      if (column == From && t.fromStatus) return QBrush(statusBackground(*t.fromStatus));
+      return {};
+    case Qt::ForegroundRole:
+      if (column == To) return QBrush(statusForeground(t.toStatus));
+      if (column == From && t.fromStatus) return QBrush(statusForeground(*t.fromStatus));
+      return {};
+    case Qt::FontRole:
+      if ((column == Actor || column == ActorKind) && byOperator) {
+        QFont bold;
+        bold.setBold(true);
+        return bold;
+      }
+      return {};
+    case ToStatusRole: return static_cast<int>(t.toStatus);
+    case IsOperatorRole: return byOperator;
+    default: return {};
+  }
+}
+
+QVariant TransitionModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
+  switch (section) {
+    case When: return QStringLiteral("When");
+    case From: return QStringLiteral("From");
+    case To: return QStringLiteral("To");
+    case Version: return QStringLiteral("Ver.");
+    case Actor: return QStringLiteral("Actor");
+    case ActorKind: return QStringLiteral("Kind");
+    case Reason: return QStringLiteral("Reason");
+    case Evidence: return QStringLiteral("Evidence");
+    default: return {};
+  }
+}
+
+}  // namespace idem::admin

@@ -1,0 +1,40 @@
+// A record's history, oldest first: every status change with who made it and why (idem.transitions,
+// written by the database itself). The settle dialog reuses it for "what changed since you looked".
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "idem/domain.hpp"
+#include "models/keyed_rows_model.hpp"
+
+namespace idem::admin {
+
+class TransitionModel : public KeyedRowsModel<Transition, std::int64_t> {
+  Q_OBJECT
+
+ public:
+  enum Columns { When, From, To, Version, Actor, ActorKind, Reason, Evidence, ColumnCount };
+  enum Roles {
+    ToStatusRole = Qt::UserRole,  // int: idem::RecordStatus
+    IsOperatorRole,               // bool: a person's decision
+    ExportRole,
+  };
+
+  using KeyedRowsModel::KeyedRowsModel;
+
+  void setTransitions(std::vector<Transition> transitions) { replaceRows(std::move(transitions)); }
+
+  int columnCount(const QModelIndex& parent = {}) const override;
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
+  QVariant headerData(int section, Qt::Orientation orientation,
+                      int role = Qt::DisplayRole) const override;
+
+ protected:
+  std::int64_t keyOf(const Transition& t) const override { return t.id; }
+  bool sameContent(const Transition& a, const Transition& b) const override {
+    return a.version == b.version && a.toStatus == b.toStatus;  // append-only: never edited
+  }
+};
+
+}  // namespace idem::admin

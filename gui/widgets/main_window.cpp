@@ -1,0 +1,504 @@
+#include "widgets/main_window.hpp"
+
+#include <QAction>
+#include <QApplication>
+#include <QClipboard>
+#include <QDateTime>
+#include <QFileDialog>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLocale>
+#include <QMenuBar>
+#include <QSaveFile>
+#include <QSet>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QStyle>
+#include <QTabWidget>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+#include "models/csv_writer.hpp"
+#include "models/database_session.hpp"
+#include "models/record_table_model.hpp"
+#include "models/selected_record.hpp"
+#include "widgets/connection_dialog.hpp"
+#include "widgets/connection_status_label.hpp"
+#include "widgets/record_detail_view.hpp"
+#include "widgets/record_filter_bar.hpp"
+#include "widgets/record_table_view.hpp"
+#include "widgets/settle_dialog.hpp"
+
+namespace idem::admin {
+namespace {
+
+constexpr int kRecordsTab = 0;
+constexpr int kAttentionTab = 1;
+
+QString number(qint64 n) { return QLocale(QLocale::English).toString(n); }
+
+QLabel* statusField(QWidget* parent, const QString& name) {
+  auto* label = new QLabel(parent);
+  label->setObjectName(name);
+  label->setTextFormat(Qt::RichText);
+  label->setContentsMargins(6, 0, 6, 0);
+  return label;
+}
+
+}  // namespace
+
+MainWindow::MainWindow(const Options& options, QWidget* parent)
+    : QMainWindow(parent),
+      options_(options),
+      session_(new DatabaseSession(this)),
+      records_(new RecordTableModel(session_, this)),
+      attention_(new RecordTableModel(session_, this)),
+      selected_(new SelectedRecord(session_, this)) {
+  setObjectName(QStringLiteral("idemwatchAdmin"));
+  setWindowTitle(QStringLiteral("idemwatch admin"));
+  records_->setObjectName(QStringLiteral("recordsModel"));
+  attention_->setObjectName(QStringLiteral("attentionModel"));
+  records_->setPageSize(options_.pageSize);
+  attention_->setPageSize(options_.pageSize);
+
+  buildActions();
+  buildLayout();
+
+  connect(session_, &DatabaseSession::connected, this, &MainWindow::onConnected);
+  connect(session_, &DatabaseSession::disconnected, this, &MainWindow::onDisconnected);
+  connect(session_, &DatabaseSession::stateChanged, this, &MainWindow::updateSettleAction);
+  connect(session_, &DatabaseSession::countsFetched, this, &MainWindow::onCountsFetched);
+  connect(session_, &DatabaseSession::jobFailed, this, [this](quint64 job, const QString&, bool) {
+    if (job == countsJob_) countsJob_ = 0;
+  });
+  connect(session_, &DatabaseSession::jobDropped, this, [this](quint64 job) {
+    if (job == countsJob_) countsJob_ = 0;
+  });
+
+  for (RecordTableModel* model : {records_, attention_}) {
+    connect(model, &RecordTableModel::fetched, this, [this, model](const RecordPage& page) {
+      QStringList bizTypes;
+      QSet<QString> seen;
+      for (const Record& r : page.records) {
+        const QString t = QString::fromStdString(r.bizType);
+        if (!seen.contains(t)) {
+          seen.insert(t);
+          bizTypes << t;
+        }
+      }
+      filterBar_->addKnownBizTypes(bizTypes);
+      if (model == attention_ && haveCounts_) onCountsFetched(0, counts_);
+      updateLoadedText();
+    });
+    connect(model, &RecordTableModel::fetchFailed, this, [this](const QString& message) {
+      statusBar()->showMessage(message, 15000);
+      updateLoadedText();
+    });
+    connect(model, &RecordTableModel::loadingChanged, this, &MainWindow::updateLoadedText);
+  }
+  connect(filterBar_, &RecordFilterBar::filterChanged, this, [this](const RecordFilter& f) {
+    records_->setFilter(f);
+    recordsView_->showOrder(f.order);
+    updateLoadedText();
+  });
+  connect(recordsView_, &RecordTableView::orderRequested, filterBar_, &RecordFilterBar::setOrder);
+  connect(selected_, &SelectedRecord::changed, this, &MainWindow::updateSettleAction);
+
+  refreshTimer_.setInterval(static_cast<int>(options_.refreshInterval.count()));
+  connect(&refreshTimer_, &QTimer::timeout, this, [this] { refreshAll(true); });
+  refreshTimer_.start();
+
+  // The tables ask for their first page now; the worker answers once it is connected (or the
+  // answer fails and the first connection re-asks).
+  records_->setFilter(filterBar_->filter());
+  attention_->setFilter(RecordFilter::attention());
+  updateSettleAction();
+  updateLoadedText();
+  updateRefreshText();
+  resize(1500, 950);
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildActions() {
+  const auto make = [this](const QString& text, const QList<QKeySequence>& keys, const QString& tip,
+                           QStyle::StandardPixmap icon) {
+    auto* a = new QAction(text, this);
+    a->setShortcuts(keys);
+    a->setShortcutContext(Qt::WindowShortcut);
+    a->setToolTip(tip);
+    a->setStatusTip(tip);
+    if (icon != QStyle::SP_CustomBase) a->setIcon(style()->standardIcon(icon));
+    addAction(a);
+    return a;
+  };
+  connectAction_ = make(QStringLiteral("&Connect\u2026"), {QKeySequence(Qt::CTRL | Qt::Key_K)},
+                        QStringLiteral("Choose the database (Ctrl+K)"), QStyle::SP_DriveNetIcon);
+  connectAction_->setObjectName(QStringLiteral("connectAction"));
+  refreshAction_ = make(QStringLiteral("&Refresh"), {QKeySequence(Qt::Key_F5)},
+                        QStringLiteral("Re-read what is shown, keeping the selection (F5)"),
+                        QStyle::SP_BrowserReload);
+  refreshAction_->setObjectName(QStringLiteral("refreshAction"));
+  pauseAction_ = make(QStringLiteral("&Pause auto-refresh"), {QKeySequence(Qt::Key_Space), QKeySequence(Qt::Key_P)},
+                      QStringLiteral("Stop refreshing every few seconds (Space or P)"),
+                      QStyle::SP_MediaPause);
+  pauseAction_->setObjectName(QStringLiteral("pauseAction"));
+  pauseAction_->setCheckable(true);
+  exportAction_ = make(QStringLiteral("&Export view as CSV\u2026"), {QKeySequence(Qt::CTRL | Qt::Key_E)},
+                       QStringLiteral("Write the rows of the visible table to a CSV file (Ctrl+E)"),
+                       QStyle::SP_DialogSaveButton);
+  exportAction_->setObjectName(QStringLiteral("exportAction"));
+  settleAction_ = make(QStringLiteral("&Settle\u2026"), {QKeySequence(Qt::CTRL | Qt::Key_S)},
+                       QStringLiteral("Decide the outcome of the selected stuck record (Ctrl+S)"),
+                       QStyle::SP_DialogApplyButton);
+  settleAction_->setObjectName(QStringLiteral("settleAction"));
+  filterAction_ = make(QStringLiteral("&Find\u2026"), {QKeySequence(Qt::CTRL | Qt::Key_F)},
+                       QStringLiteral("Search by key or biz id (Ctrl+F)"), QStyle::SP_CustomBase);
+  copyKeyAction_ = make(QStringLiteral("Copy &key"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C)},
+                        QStringLiteral("Copy the selected idempotency key (Ctrl+Shift+C)"),
+                        QStyle::SP_CustomBase);
+  quitAction_ = make(QStringLiteral("&Quit"), {QKeySequence::Quit}, QStringLiteral("Quit"),
+                     QStyle::SP_CustomBase);
+  auto* recordsTab = make(QStringLiteral("&Records"), {QKeySequence(Qt::CTRL | Qt::Key_1)},
+                          QStringLiteral("All records (Ctrl+1)"), QStyle::SP_CustomBase);
+  auto* attentionTab = make(QStringLiteral("Needs &attention"), {QKeySequence(Qt::CTRL | Qt::Key_2)},
+                            QStringLiteral("Stuck records, oldest first (Ctrl+2)"), QStyle::SP_CustomBase);
+
+  connect(connectAction_, &QAction::triggered, this, [this] {
+    if (auto settings = ConnectionDialog::ask(this)) connectTo(*settings);
+  });
+  connect(refreshAction_, &QAction::triggered, this, &MainWindow::refreshNow);
+  connect(pauseAction_, &QAction::toggled, this, [this](bool paused) { setPaused(paused); });
+  connect(exportAction_, &QAction::triggered, this, &MainWindow::exportToFile);
+  connect(settleAction_, &QAction::triggered, this, [this] { openSettleDialog(); });
+  connect(filterAction_, &QAction::triggered, this, [this] {
+    showRecords();
+    filterBar_->focusSearch();
+  });
+  connect(copyKeyAction_, &QAction::triggered, this, [this] {
+    if (!selected_->key().empty()) QApplication::clipboard()->setText(QString::fromStdString(selected_->key()));
+  });
+  connect(quitAction_, &QAction::triggered, this, &QWidget::close);
+  connect(recordsTab, &QAction::triggered, this, &MainWindow::showRecords);
+  connect(attentionTab, &QAction::triggered, this, &MainWindow::showAttention);
+
+  QMenu* file = menuBar()->addMenu(QStringLiteral("&File"));
+  file->addAction(connectAction_);
+  file->addAction(exportAction_);
+  file->addSeparator();
+  file->addAction(quitAction_);
+  QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
+  view->addAction(recordsTab);
+  view->addAction(attentionTab);
+  view->addSeparator();
+  view->addAction(refreshAction_);
+  view->addAction(pauseAction_);
+  view->addAction(filterAction_);
+  QMenu* record = menuBar()->addMenu(QStringLiteral("&Record"));
+  record->addAction(settleAction_);
+  record->addAction(copyKeyAction_);
+
+  QToolBar* bar = addToolBar(QStringLiteral("Main"));
+  bar->setObjectName(QStringLiteral("mainToolBar"));
+  bar->setMovable(false);
+  bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  bar->addAction(refreshAction_);
+  bar->addAction(pauseAction_);
+  bar->addSeparator();
+  bar->addAction(settleAction_);
+  bar->addSeparator();
+  bar->addAction(exportAction_);
+  bar->addAction(connectAction_);
+}
+
+void MainWindow::buildLayout() {
+  filterBar_ = new RecordFilterBar(this);
+  recordsView_ = new RecordTableView(this);
+  recordsView_->setObjectName(QStringLiteral("recordsView"));
+  recordsView_->setModel(records_);
+  recordsView_->applyRecordColumnWidths();
+  attentionView_ = new RecordTableView(this);
+  attentionView_->setObjectName(QStringLiteral("attentionView"));
+  attentionView_->setModel(attention_);
+  attentionView_->applyRecordColumnWidths();
+  attentionView_->horizontalHeader()->setSortIndicatorShown(false);
+  attentionView_->horizontalHeader()->setSectionsClickable(false);
+
+  auto* recordsPage = new QWidget(this);
+  auto* recordsLayout = new QVBoxLayout(recordsPage);
+  recordsLayout->setContentsMargins(0, 0, 0, 0);
+  recordsLayout->setSpacing(0);
+  recordsLayout->addWidget(filterBar_);
+  recordsLayout->addWidget(recordsView_);
+
+  auto* attentionPage = new QWidget(this);
+  auto* attentionLayout = new QVBoxLayout(attentionPage);
+  attentionLayout->setContentsMargins(0, 0, 0, 0);
+  attentionLayout->setSpacing(0);
+  attentionHeader_ = new QLabel(attentionPage);
+  attentionHeader_->setObjectName(QStringLiteral("attentionHeader"));
+  attentionHeader_->setTextFormat(Qt::RichText);
+  attentionHeader_->setContentsMargins(8, 6, 8, 6);
+  attentionLayout->addWidget(attentionHeader_);
+  attentionLayout->addWidget(attentionView_);
+
+  tabs_ = new QTabWidget(this);
+  tabs_->setObjectName(QStringLiteral("viewTabs"));
+  tabs_->setDocumentMode(true);
+  tabs_->insertTab(kRecordsTab, recordsPage, QStringLiteral("Records"));
+  tabs_->insertTab(kAttentionTab, attentionPage, QStringLiteral("Needs attention"));
+  connect(tabs_, &QTabWidget::currentChanged, this, &MainWindow::onTabChanged);
+
+  detail_ = new RecordDetailView(selected_, settleAction_, this);
+
+  auto* splitter = new QSplitter(Qt::Vertical, this);
+  splitter->setObjectName(QStringLiteral("mainSplitter"));
+  splitter->addWidget(tabs_);
+  splitter->addWidget(detail_);
+  splitter->setStretchFactor(0, 3);
+  splitter->setStretchFactor(1, 2);
+  splitter->setChildrenCollapsible(false);
+  setCentralWidget(splitter);
+
+  for (RecordTableView* view : {recordsView_, attentionView_}) {
+    connect(view->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+            [this, view](const QModelIndex& current) { onCurrentRowChanged(view, current); });
+    connect(view, &QAbstractItemView::doubleClicked, this, [this] {
+      if (settleAction_->isEnabled()) openSettleDialog();
+    });
+  }
+
+  connectionLabel_ = new ConnectionStatusLabel(session_, this);
+  readOnlyLabel_ = statusField(this, QStringLiteral("readOnlyStatus"));
+  readOnlyLabel_->setStyleSheet(QStringLiteral("QLabel { background: #FFE3A3; color: #7A4E00; font-weight: 600; border-radius: 3px; }"));
+  readOnlyLabel_->setVisible(false);
+  countsLabel_ = statusField(this, QStringLiteral("countsStatus"));
+  loadedLabel_ = statusField(this, QStringLiteral("loadedStatus"));
+  refreshLabel_ = statusField(this, QStringLiteral("refreshStatus"));
+  statusBar()->addWidget(connectionLabel_, 1);
+  statusBar()->addPermanentWidget(readOnlyLabel_);
+  statusBar()->addPermanentWidget(countsLabel_);
+  statusBar()->addPermanentWidget(loadedLabel_);
+  statusBar()->addPermanentWidget(refreshLabel_);
+}
+
+void MainWindow::connectTo(const idem::ConnectionSettings& settings) {
+  haveCounts_ = false;
+  session_->open(DatabaseSession::withAdminDefaults(settings), options_.backoff);
+}
+
+SettleDialog* MainWindow::settleDialog() const { return settleDialog_.data(); }
+
+QString MainWindow::connectionStatusText() const { return connectionLabel_->text(); }
+QString MainWindow::countsText() const { return countsLabel_->text(); }
+bool MainWindow::isPaused() const { return pauseAction_->isChecked(); }
+bool MainWindow::isReadOnly() const {
+  return session_->isConnected() && !session_->info().isOperator;
+}
+
+void MainWindow::showRecords() { tabs_->setCurrentIndex(kRecordsTab); }
+void MainWindow::showAttention() { tabs_->setCurrentIndex(kAttentionTab); }
+bool MainWindow::attentionShown() const { return tabs_->currentIndex() == kAttentionTab; }
+
+RecordTableView* MainWindow::activeView() const {
+  return attentionShown() ? attentionView_ : recordsView_;
+}
+RecordTableModel* MainWindow::activeModel() const { return attentionShown() ? attention_ : records_; }
+
+bool MainWindow::selectRecord(const QString& key) {
+  const int row = activeModel()->rowOfKey(key.toStdString());
+  if (row < 0) return false;
+  RecordTableView* view = activeView();
+  view->setCurrentIndex(activeModel()->index(row, RecordTableModel::Key));
+  view->selectRow(row);
+  view->scrollTo(activeModel()->index(row, 0));
+  return true;
+}
+
+void MainWindow::setPaused(bool paused) {
+  if (pauseAction_->isChecked() != paused) {
+    pauseAction_->setChecked(paused);  // re-enters through toggled
+    return;
+  }
+  pauseAction_->setText(paused ? QStringLiteral("&Resume auto-refresh") : QStringLiteral("&Pause auto-refresh"));
+  pauseAction_->setIcon(style()->standardIcon(paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
+  updateRefreshText();
+}
+
+void MainWindow::refreshNow() { refreshAll(false); }
+
+void MainWindow::refreshAll(bool automatic) {
+  if (automatic && (isPaused() || !session_->isConnected())) return;
+  if (!automatic || records_->refreshKeepsPosition()) records_->refresh();
+  attention_->refresh();
+  requestCounts();
+  selected_->refresh();
+  records_->touchAges();
+  attention_->touchAges();
+  updateLoadedText();
+}
+
+void MainWindow::requestCounts() {
+  if (countsJob_ != 0) return;
+  countsJob_ = session_->fetchCounts(countsGeneration_.ticket(session_->nextJob()));
+}
+
+void MainWindow::onConnected(const ConnectionInfo& info) {
+  records_->setClockOffset(info.clockOffset);
+  attention_->setClockOffset(info.clockOffset);
+  readOnlyLabel_->setText(QStringLiteral("READ-ONLY"));
+  readOnlyLabel_->setToolTip(
+      QStringLiteral("%1 is not a member of idem_operator: records can be inspected, not settled")
+          .arg(info.role));
+  readOnlyLabel_->setVisible(!info.isOperator);
+  setWindowTitle(QStringLiteral("idemwatch admin \u2014 %1@%2%3")
+                     .arg(info.role, info.database,
+                          info.isOperator ? QString() : QStringLiteral(" (read-only)")));
+  // After a first connection or a reconnect: re-read everything, keeping the rows shown meanwhile.
+  refreshAll(false);
+  updateSettleAction();
+}
+
+void MainWindow::onDisconnected(const QString& message, int retryInMs) {
+  updateSettleAction();
+  if (retryInMs < 0 && message.contains(QStringLiteral("password"))) emit passwordNeeded(message);
+}
+
+void MainWindow::onCountsFetched(quint64 job, const UnsettledCounts& counts) {
+  if (job != 0) {
+    if (job != countsJob_) return;
+    countsJob_ = 0;
+    counts_ = counts;
+    haveCounts_ = true;
+  }
+  const qint64 stuck = counts.processingPastLease + counts.unknown;
+  tabs_->setTabText(kAttentionTab, stuck > 0 ? QStringLiteral("Needs attention (%1)").arg(number(stuck))
+                                             : QStringLiteral("Needs attention"));
+  countsLabel_->setText(
+      stuck > 0 ? QStringLiteral("stuck: <b style=\"color:#7A4E00;\">%1</b> processing past lease \u00B7 "
+                                 "<b style=\"color:#A32500;\">%2</b> unknown")
+                      .arg(number(counts.processingPastLease), number(counts.unknown))
+                : QStringLiteral("nothing stuck"));
+  countsLabel_->setToolTip(QStringLiteral("%1 PROCESSING (%2 past their lease), %3 UNKNOWN; about %4 records in all")
+                               .arg(number(counts.processing), number(counts.processingPastLease),
+                                    number(counts.unknown),
+                                    counts.estimatedRecords >= 0 ? number(counts.estimatedRecords)
+                                                                 : QStringLiteral("?")));
+  attentionHeader_->setText(
+      QStringLiteral("<b>Stuck records</b>, the one waiting longest first: PROCESSING past its lease "
+                     "(%1) and UNKNOWN (%2). Each needs a person to decide, with evidence, whether the "
+                     "side effect happened.")
+          .arg(number(counts.processingPastLease), number(counts.unknown)));
+}
+
+void MainWindow::onCurrentRowChanged(RecordTableView* view, const QModelIndex& current) {
+  if (view != activeView()) return;
+  auto* model = static_cast<RecordTableModel*>(view->model());
+  // Rows moving or leaving during a refresh move Qt's current index to a neighbour; the detail
+  // stays on the record the operator chose.
+  if (model->isApplying()) return;
+  selected_->select(current.isValid() ? current.data(RecordTableModel::KeyRole).toString().toStdString()
+                                      : std::string());
+}
+
+void MainWindow::onTabChanged() {
+  const QModelIndex current = activeView()->currentIndex();
+  selected_->select(current.isValid() ? current.data(RecordTableModel::KeyRole).toString().toStdString()
+                                      : std::string());
+  filterAction_->setEnabled(true);
+  updateLoadedText();
+}
+
+void MainWindow::updateSettleAction() {
+  QString why;
+  const std::optional<Record>& r = selected_->record();
+  if (!session_->isConnected()) {
+    why = QStringLiteral("Not connected to the database");
+  } else if (!session_->info().isOperator) {
+    why = QStringLiteral("Read-only: %1 is not a member of idem_operator, so it may not settle records")
+              .arg(session_->info().role);
+  } else if (selected_->key().empty()) {
+    why = QStringLiteral("Select a PROCESSING or UNKNOWN record to settle it");
+  } else if (!r) {
+    why = QStringLiteral("The selected record is still loading");
+  } else if (!isUnsettled(r->status)) {
+    why = QStringLiteral("Only PROCESSING or UNKNOWN records can be settled; this one is %1")
+              .arg(QString::fromUtf8(format(r->status).data(), static_cast<qsizetype>(format(r->status).size())));
+  }
+  settleAction_->setEnabled(why.isEmpty());
+  settleAction_->setToolTip(why.isEmpty() ? QStringLiteral("Decide the outcome of %1 (Ctrl+S)")
+                                                .arg(QString::fromStdString(selected_->key()))
+                                          : why);
+}
+
+void MainWindow::updateLoadedText() {
+  const RecordTableModel* model = activeModel();
+  QString text = QStringLiteral("%1 %2 loaded").arg(number(model->rowCount()),
+                                                   model->rowCount() == 1 ? QStringLiteral("row") : QStringLiteral("rows"));
+  if (model->hasMore()) text += QStringLiteral(", more below");
+  if (model->isLoading()) text += QStringLiteral(" \u00B7 loading\u2026");
+  if (!model->lastError().isEmpty()) {
+    text += QStringLiteral(" \u00B7 <span style=\"color:#C62828;\">last read failed</span>");
+  }
+  loadedLabel_->setText(text);
+  loadedLabel_->setToolTip(model->lastError().isEmpty()
+                               ? QStringLiteral("last read took %1 ms in the database")
+                                     .arg(static_cast<double>(model->lastDatabaseTime().count()) / 1000.0, 0, 'f', 1)
+                               : model->lastError());
+}
+
+void MainWindow::updateRefreshText() {
+  const qint64 seconds = options_.refreshInterval.count() / 1000;
+  refreshLabel_->setText(isPaused() ? QStringLiteral("<b>auto-refresh paused</b> (Space)")
+                                    : QStringLiteral("auto-refresh every %1 s").arg(seconds));
+}
+
+SettleDialog* MainWindow::openSettleDialog() {
+  updateSettleAction();
+  if (!settleAction_->isEnabled()) return nullptr;
+  if (settleDialog_) {
+    settleDialog_->raise();
+    return settleDialog_;
+  }
+  auto* dialog = new SettleDialog(session_, *selected_->record(), selected_->fundFlows()->rows(), this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  connect(dialog, &SettleDialog::recordSettled, this,
+          [this](const QString& key, const idem::SettleOutcome& outcome) {
+            onRecordSettled(key, QString::fromStdString(outcome.message));
+          });
+  connect(dialog, &SettleDialog::recordChanged, this, [this] { refreshAll(false); });
+  settleDialog_ = dialog;
+  dialog->open();
+  return dialog;
+}
+
+void MainWindow::onRecordSettled(const QString&, const QString& message) {
+  statusBar()->showMessage(message, 15000);
+  refreshAll(false);
+}
+
+int MainWindow::exportCsv(QIODevice& out) const {
+  return writeCsv(*activeModel(), out, RecordTableModel::ExportRole);
+}
+
+void MainWindow::exportToFile() {
+  const QString suggested = QStringLiteral("idemwatch-%1-%2.csv")
+                                .arg(attentionShown() ? QStringLiteral("attention") : QStringLiteral("records"),
+                                     QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmm")));
+  const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export the view as CSV"), suggested,
+                                                    QStringLiteral("CSV files (*.csv)"));
+  if (path.isEmpty()) return;
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly)) {
+    statusBar()->showMessage(QStringLiteral("Cannot write %1: %2").arg(path, file.errorString()), 15000);
+    return;
+  }
+  const int rows = exportCsv(file);
+  if (rows < 0 || !file.commit()) {
+    statusBar()->showMessage(QStringLiteral("Export to %1 failed: %2").arg(path, file.errorString()), 15000);
+    return;
+  }
+  statusBar()->showMessage(QStringLiteral("Exported %1 rows to %2").arg(number(rows), path), 15000);
+}
+
+}  // namespace idem::admin

@@ -1,0 +1,141 @@
+// The operators' console: the records table with its filters, the needs-attention queue, the
+// selected record's evidence and the settle action, over one DatabaseSession. The window never
+// waits for the database: it sends requests and redraws when answers arrive.
+#pragma once
+
+#include <QMainWindow>
+#include <QPointer>
+#include <QTimer>
+#include <chrono>
+
+#include "idem/connection_settings.hpp"
+#include "models/job_ticket.hpp"
+#include "models/reconnect_backoff.hpp"
+#include "models/record_filter.hpp"
+#include "models/worker_replies.hpp"
+
+class QAction;
+class QIODevice;
+class QLabel;
+class QTabWidget;
+
+namespace idem::admin {
+
+class ConnectionStatusLabel;
+class DatabaseSession;
+class RecordDetailView;
+class RecordFilterBar;
+class RecordTableModel;
+class RecordTableView;
+class SelectedRecord;
+class SettleDialog;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+
+ public:
+  struct Options {
+    std::chrono::milliseconds refreshInterval{5000};
+    int pageSize = 200;
+    ReconnectBackoff backoff;
+  };
+
+  explicit MainWindow(const Options& options, QWidget* parent = nullptr);
+  MainWindow() : MainWindow(Options{}) {}
+  ~MainWindow() override;
+
+  void connectTo(const idem::ConnectionSettings& settings);
+
+  // Views and actions, for main.cpp, the tests and the benchmark.
+  DatabaseSession* session() const { return session_; }
+  RecordTableModel* recordsModel() const { return records_; }
+  RecordTableModel* attentionModel() const { return attention_; }
+  RecordTableView* recordsView() const { return recordsView_; }
+  RecordTableView* attentionView() const { return attentionView_; }
+  RecordFilterBar* filterBar() const { return filterBar_; }
+  RecordDetailView* detailView() const { return detail_; }
+  SelectedRecord* selectedRecord() const { return selected_; }
+  QAction* settleAction() const { return settleAction_; }
+  QAction* refreshAction() const { return refreshAction_; }
+  QAction* pauseAction() const { return pauseAction_; }
+  QAction* exportAction() const { return exportAction_; }
+  QAction* connectAction() const { return connectAction_; }
+  SettleDialog* settleDialog() const;
+
+  QString connectionStatusText() const;
+  QString countsText() const;
+  bool isPaused() const;
+  bool isReadOnly() const;
+
+  void showRecords();
+  void showAttention();
+  bool attentionShown() const;
+  // Selects the record in the visible table, if it is loaded there.
+  bool selectRecord(const QString& key);
+  // The visible table as CSV (RFC 4180); the number of rows written, -1 on a write error.
+  int exportCsv(QIODevice& out) const;
+  // Opens the settle dialog for the selected record (nullptr when settling is not possible now:
+  // the settle action's tooltip says why).
+  SettleDialog* openSettleDialog();
+  void refreshNow();
+  void setPaused(bool paused);
+
+ signals:
+  // The server wants a password and none was given: main.cpp opens the connection dialog.
+  void passwordNeeded(const QString& problem);
+
+ private:
+  void buildActions();
+  void buildLayout();
+  void refreshAll(bool automatic);
+  void requestCounts();
+  void onConnected(const ConnectionInfo& info);
+  void onDisconnected(const QString& message, int retryInMs);
+  void onCountsFetched(quint64 job, const UnsettledCounts& counts);
+  void onCurrentRowChanged(RecordTableView* view, const QModelIndex& current);
+  void onTabChanged();
+  void onRecordSettled(const QString& key, const QString& message);
+  void updateSettleAction();
+  void updateLoadedText();
+  void updateRefreshText();
+  void exportToFile();
+  RecordTableView* activeView() const;
+  RecordTableModel* activeModel() const;
+
+  Options options_;
+  DatabaseSession* session_;
+  RecordTableModel* records_;
+  RecordTableModel* attention_;
+  SelectedRecord* selected_;
+
+  QTabWidget* tabs_ = nullptr;
+  RecordFilterBar* filterBar_ = nullptr;
+  RecordTableView* recordsView_ = nullptr;
+  RecordTableView* attentionView_ = nullptr;
+  RecordDetailView* detail_ = nullptr;
+  QLabel* attentionHeader_ = nullptr;
+
+  ConnectionStatusLabel* connectionLabel_ = nullptr;
+  QLabel* readOnlyLabel_ = nullptr;
+  QLabel* countsLabel_ = nullptr;
+  QLabel* loadedLabel_ = nullptr;
+  QLabel* refreshLabel_ = nullptr;
+
+  QAction* connectAction_ = nullptr;
+  QAction* refreshAction_ = nullptr;
+  QAction* pauseAction_ = nullptr;
+  QAction* exportAction_ = nullptr;
+  QAction* settleAction_ = nullptr;
+  QAction* filterAction_ = nullptr;
+  QAction* copyKeyAction_ = nullptr;
+  QAction* quitAction_ = nullptr;
+
+  QTimer refreshTimer_;
+  Generation countsGeneration_;
+  quint64 countsJob_ = 0;
+  UnsettledCounts counts_;
+  bool haveCounts_ = false;
+  QPointer<SettleDialog> settleDialog_;
+};
+
+}  // namespace idem::admin

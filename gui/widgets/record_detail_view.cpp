@@ -1,0 +1,239 @@
+#include "widgets/record_detail_view.hpp"
+
+#include <QAction>
+#include <QFontDatabase>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QStackedWidget>
+#include <QTabBar>
+#include <QTabWidget>
+#include <QToolButton>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+#include "models/age_text.hpp"
+#include "models/json_text.hpp"
+#include "models/selected_record.hpp"
+#include "models/status_palette.hpp"
+#include "models/timestamps.hpp"
+
+namespace idem::admin {
+namespace {
+
+QString text(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
+}
+
+QTreeView* makeTable(QAbstractItemModel* model, QWidget* parent, const QString& name) {
+  auto* view = new QTreeView(parent);
+  view->setObjectName(name);
+  view->setModel(model);
+  view->setRootIsDecorated(false);
+  view->setUniformRowHeights(true);
+  view->setAlternatingRowColors(true);
+  view->setSelectionBehavior(QAbstractItemView::SelectRows);
+  view->setWordWrap(false);
+  view->setTextElideMode(Qt::ElideRight);
+  view->header()->setStretchLastSection(true);
+  return view;
+}
+
+QPlainTextEdit* makeJsonView(QWidget* parent, const QString& name) {
+  auto* edit = new QPlainTextEdit(parent);
+  edit->setObjectName(name);
+  edit->setReadOnly(true);
+  edit->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
+  edit->setLineWrapMode(QPlainTextEdit::NoWrap);
+  return edit;
+}
+
+}  // namespace
+
+RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleAction, QWidget* parent)
+    : QWidget(parent),
+      selected_(selected),
+      stack_(new QStackedWidget(this)),
+      placeholder_(new QLabel(this)),
+      title_(new QLabel(this)),
+      status_(new QLabel(this)),
+      settleButton_(new QToolButton(this)),
+      tabs_(new QTabWidget(this)) {
+  setObjectName(QStringLiteral("recordDetail"));
+  placeholder_->setAlignment(Qt::AlignCenter);
+  placeholder_->setWordWrap(true);
+  placeholder_->setStyleSheet(QStringLiteral("color: palette(mid);"));
+  placeholder_->setText(QStringLiteral("Select a record to see its history, its attempts and the fund flows of its business object."));
+
+  auto* page = new QWidget(this);
+  auto* outer = new QVBoxLayout(page);
+  outer->setContentsMargins(6, 6, 6, 6);
+
+  auto* header = new QHBoxLayout;
+  QFont titleFont = title_->font();
+  titleFont.setPointSizeF(titleFont.pointSizeF() * 1.2);
+  titleFont.setBold(true);
+  title_->setFont(titleFont);
+  title_->setObjectName(QStringLiteral("detailTitle"));
+  title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  status_->setObjectName(QStringLiteral("detailStatus"));
+  status_->setTextFormat(Qt::RichText);
+  settleButton_->setDefaultAction(settleAction);
+  settleButton_->setToolButtonStyle(Qt::ToolButtonTextOnly);
+  header->addWidget(title_);
+  header->addSpacing(8);
+  header->addWidget(status_);
+  header->addStretch(1);
+  header->addWidget(settleButton_);
+  outer->addLayout(header);
+
+  auto* body = new QHBoxLayout;
+  auto* fieldsBox = new QWidget(page);
+  auto* form = new QFormLayout(fieldsBox);
+  form->setContentsMargins(0, 0, 12, 0);
+  form->setLabelAlignment(Qt::AlignRight);
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  addField(form, QStringLiteral("business"), QStringLiteral("Business object"));
+  addField(form, QStringLiteral("tool"), QStringLiteral("Tool"));
+  addField(form, QStringLiteral("version"), QStringLiteral("Version"));
+  addField(form, QStringLiteral("attempt_count"), QStringLiteral("Claims"));
+  addField(form, QStringLiteral("created_at"), QStringLiteral("Created"));
+  addField(form, QStringLiteral("updated_at"), QStringLiteral("Updated"));
+  addField(form, QStringLiteral("lease_expires_at"), QStringLiteral("Lease expires"));
+  addField(form, QStringLiteral("request_hash"), QStringLiteral("Request hash"));
+  addField(form, QStringLiteral("last_error"), QStringLiteral("Last error"));
+  fieldsBox->setMinimumWidth(340);
+  fieldsBox->setMaximumWidth(460);
+  body->addWidget(fieldsBox, 0, Qt::AlignTop);
+
+  timeline_ = makeTable(selected_->transitions(), tabs_, QStringLiteral("timelineView"));
+  attempts_ = makeTable(selected_->attempts(), tabs_, QStringLiteral("attemptsView"));
+  fundFlows_ = makeTable(selected_->fundFlows(), tabs_, QStringLiteral("fundFlowsView"));
+  request_ = makeJsonView(tabs_, QStringLiteral("requestPayload"));
+  response_ = makeJsonView(tabs_, QStringLiteral("responsePayload"));
+  tabs_->setObjectName(QStringLiteral("detailTabs"));
+  tabs_->addTab(timeline_, QStringLiteral("Timeline"));
+  tabs_->addTab(attempts_, QStringLiteral("Attempts"));
+  tabs_->addTab(fundFlows_, QStringLiteral("Fund flows"));
+  tabs_->addTab(request_, QStringLiteral("Request"));
+  tabs_->addTab(response_, QStringLiteral("Response"));
+  body->addWidget(tabs_, 1);
+  outer->addLayout(body, 1);
+
+  const int em = fontMetrics().horizontalAdvance(QLatin1Char('M'));
+  timeline_->setColumnWidth(0, 11 * em);
+  timeline_->setColumnWidth(1, 7 * em);
+  timeline_->setColumnWidth(2, 7 * em);
+  timeline_->setColumnWidth(3, 3 * em);
+  timeline_->setColumnWidth(4, 8 * em);
+  timeline_->setColumnWidth(5, 5 * em);
+  timeline_->setColumnWidth(6, 16 * em);
+  attempts_->setColumnWidth(0, 11 * em);
+  attempts_->setColumnWidth(1, 6 * em);
+  attempts_->setColumnWidth(2, 8 * em);
+  attempts_->setColumnWidth(3, 7 * em);
+  attempts_->setColumnWidth(4, 9 * em);
+  fundFlows_->setColumnWidth(0, 11 * em);
+  fundFlows_->setColumnWidth(1, 5 * em);
+  fundFlows_->setColumnWidth(2, 7 * em);
+  fundFlows_->setColumnWidth(3, 10 * em);
+  fundFlows_->setColumnWidth(4, 12 * em);
+  fundFlows_->setColumnWidth(5, 6 * em);
+
+  stack_->addWidget(placeholder_);
+  stack_->addWidget(page);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(stack_);
+
+  connect(selected_, &SelectedRecord::changed, this, &RecordDetailView::updateFromRecord);
+  connect(selected_, &SelectedRecord::failed, this, &RecordDetailView::updateFromRecord);
+  updateFromRecord();
+}
+
+QLabel* RecordDetailView::addField(QFormLayout* form, const QString& name, const QString& label) {
+  auto* value = new QLabel(this);
+  value->setObjectName(QStringLiteral("field_") + name);
+  value->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  value->setWordWrap(true);
+  form->addRow(label + QLatin1Char(':'), value);
+  fields_.append(value);
+  return value;
+}
+
+QString RecordDetailView::fieldText(const QString& field) const {
+  const auto* label = findChild<QLabel*>(QStringLiteral("field_") + field);
+  return label ? label->text() : QString();
+}
+
+void RecordDetailView::updateFromRecord() {
+  if (selected_->key().empty()) {
+    stack_->setCurrentWidget(placeholder_);
+    return;
+  }
+  stack_->setCurrentIndex(1);
+  title_->setText(text(selected_->key()));
+  const std::optional<Record>& r = selected_->record();
+  auto field = [this](const QString& name) { return findChild<QLabel*>(QStringLiteral("field_") + name); };
+  if (!r) {
+    for (QLabel* l : std::as_const(fields_)) l->clear();
+    request_->clear();
+    response_->clear();
+    if (!selected_->lastError().isEmpty()) {
+      status_->setText(QStringLiteral("<span style=\"color:#C62828;\">%1</span>")
+                           .arg(selected_->lastError().toHtmlEscaped()));
+    } else {
+      status_->setText(selected_->isMissing() ? QStringLiteral("<i>no such record (purged?)</i>")
+                                              : QStringLiteral("<i>loading\u2026</i>"));
+    }
+    tabs_->setTabText(0, QStringLiteral("Timeline"));
+    tabs_->setTabText(1, QStringLiteral("Attempts"));
+    tabs_->setTabText(2, QStringLiteral("Fund flows"));
+    return;
+  }
+  const Timestamp now = localNow();
+  status_->setText(statusBadgeHtml(r->status) +
+                   QStringLiteral("&nbsp; for %1").arg(ageText(now - r->updatedAt)));
+  field(QStringLiteral("business"))->setText(text(r->bizType) + QStringLiteral(" / ") + text(r->bizId));
+  field(QStringLiteral("tool"))->setText(text(r->tool));
+  field(QStringLiteral("version"))->setText(QString::number(r->version));
+  field(QStringLiteral("attempt_count"))->setText(QString::number(r->attemptCount));
+  field(QStringLiteral("created_at"))->setText(displayTime(r->createdAt));
+  field(QStringLiteral("created_at"))->setToolTip(isoTime(r->createdAt));
+  field(QStringLiteral("updated_at"))->setText(displayTime(r->updatedAt));
+  field(QStringLiteral("updated_at"))->setToolTip(isoTime(r->updatedAt));
+  if (r->leaseExpiresAt) {
+    const bool expired = *r->leaseExpiresAt < now;
+    const QString when = displayTime(*r->leaseExpiresAt);
+    field(QStringLiteral("lease_expires_at"))
+        ->setText(expired && isUnsettled(r->status)
+                      ? QStringLiteral("%1 <span style=\"color:#A32500;\"><b>(expired %2 ago)</b></span>")
+                            .arg(when, ageText(now - *r->leaseExpiresAt))
+                      : when);
+  } else {
+    field(QStringLiteral("lease_expires_at"))->setText(QStringLiteral("\u2014"));
+  }
+  field(QStringLiteral("request_hash"))->setText(text(r->requestHash).left(16) + QChar(0x2026));
+  field(QStringLiteral("request_hash"))->setToolTip(text(r->requestHash));
+  field(QStringLiteral("last_error"))->setText(r->lastError ? text(*r->lastError).toHtmlEscaped()
+                                                            : QStringLiteral("\u2014"));
+  request_->setPlainText(prettyJson(r->requestPayload));
+  response_->setPlainText(prettyJson(r->responsePayload));
+
+  tabs_->setTabText(0, QStringLiteral("Timeline (%1)").arg(selected_->transitions()->rowCount()));
+  tabs_->setTabText(1, QStringLiteral("Attempts (%1)").arg(selected_->attempts()->rowCount()));
+  const int flows = selected_->fundFlows()->rowCount();
+  const int duplicates = selected_->fundFlows()->duplicateCount();
+  tabs_->setTabText(2, duplicates > 0
+                           ? QStringLiteral("Fund flows (%1, %2 duplicate%3)")
+                                 .arg(flows)
+                                 .arg(duplicates)
+                                 .arg(duplicates == 1 ? QString() : QStringLiteral("s"))
+                           : QStringLiteral("Fund flows (%1)").arg(flows));
+  tabs_->tabBar()->setTabTextColor(
+      2, duplicates > 0 ? QColor(0xA3, 0x25, 0x00) : tabs_->tabBar()->tabTextColor(0));
+}
+
+}  // namespace idem::admin

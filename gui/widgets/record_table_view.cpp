@@ -1,0 +1,63 @@
+#include "widgets/record_table_view.hpp"
+
+#include <QHeaderView>
+
+#include "models/record_table_model.hpp"
+
+namespace idem::admin {
+
+RecordTableView::RecordTableView(QWidget* parent) : QTableView(parent) {
+  setSelectionBehavior(QAbstractItemView::SelectRows);
+  setSelectionMode(QAbstractItemView::SingleSelection);
+  setAlternatingRowColors(true);
+  setWordWrap(false);
+  setTextElideMode(Qt::ElideMiddle);
+  setSortingEnabled(false);  // the server sorts: a client sort would only order the loaded rows
+  setHorizontalScrollMode(QAbstractItemView::ScrollPerPixel);
+  verticalHeader()->setVisible(false);
+  verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
+  verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 8);
+  horizontalHeader()->setHighlightSections(false);
+  horizontalHeader()->setStretchLastSection(true);
+  horizontalHeader()->setDefaultAlignment(Qt::AlignLeft | Qt::AlignVCenter);
+  horizontalHeader()->setSortIndicatorShown(true);
+  horizontalHeader()->setSectionsClickable(true);
+  connect(horizontalHeader(), &QHeaderView::sectionClicked, this, [this](int section) {
+    const bool updated = section == RecordTableModel::Updated;
+    const bool created = section == RecordTableModel::Created;
+    if (!updated && !created) {
+      showOrder(order_);  // other columns do not sort: keep the indicator where it was
+      return;
+    }
+    const bool sameColumn = updated == sortsByUpdated(order_);
+    const bool descending = sameColumn ? !isDescending(order_) : true;
+    emit orderRequested(updated ? (descending ? RecordOrder::UpdatedDesc : RecordOrder::UpdatedAsc)
+                                : (descending ? RecordOrder::CreatedDesc : RecordOrder::CreatedAsc));
+  });
+}
+
+void RecordTableView::applyRecordColumnWidths() {
+  const int em = fontMetrics().horizontalAdvance(QLatin1Char('M'));
+  const auto width = [this](int column, int w) { setColumnWidth(column, w); };
+  width(RecordTableModel::Status, 8 * em);
+  width(RecordTableModel::Age, 7 * em);
+  width(RecordTableModel::Key, 17 * em);
+  width(RecordTableModel::BizType, 6 * em);
+  width(RecordTableModel::BizId, 10 * em);
+  width(RecordTableModel::Tool, 8 * em);
+  width(RecordTableModel::Version, 3 * em);
+  width(RecordTableModel::Attempts, 4 * em);
+  width(RecordTableModel::Updated, 11 * em);
+  width(RecordTableModel::Created, 11 * em);
+  width(RecordTableModel::LeaseExpires, 11 * em);
+  showOrder(order_);
+}
+
+void RecordTableView::showOrder(RecordOrder order) {
+  order_ = order;
+  horizontalHeader()->setSortIndicator(
+      sortsByUpdated(order) ? RecordTableModel::Updated : RecordTableModel::Created,
+      isDescending(order) ? Qt::DescendingOrder : Qt::AscendingOrder);
+}
+
+}  // namespace idem::admin

@@ -1,0 +1,355 @@
+#include "widgets/settle_dialog.hpp"
+
+#include <QButtonGroup>
+#include <QCheckBox>
+#include <QDialogButtonBox>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QRadioButton>
+#include <QTreeView>
+#include <QVBoxLayout>
+
+#include "models/age_text.hpp"
+#include "models/database_session.hpp"
+#include "models/settle_evidence.hpp"
+#include "models/status_palette.hpp"
+#include "models/timestamps.hpp"
+
+namespace idem::admin {
+namespace {
+
+QString text(std::string_view s) {
+  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
+}
+
+QTreeView* makeTable(QAbstractItemModel* model, QWidget* parent, const QString& name) {
+  auto* view = new QTreeView(parent);
+  view->setObjectName(name);
+  view->setModel(model);
+  view->setRootIsDecorated(false);
+  view->setUniformRowHeights(true);
+  view->setAlternatingRowColors(true);
+  view->setSelectionMode(QAbstractItemView::NoSelection);
+  view->header()->setStretchLastSection(true);
+  return view;
+}
+
+}  // namespace
+
+SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen, std::vector<FundFlow> flows,
+                           QWidget* parent)
+    : QDialog(parent),
+      session_(session),
+      seen_(seen),
+      toSuccess_(new QRadioButton(this)),
+      toFailed_(new QRadioButton(this)),
+      reason_(new QPlainTextEdit(this)),
+      gatewayRef_(new QLineEdit(this)),
+      evidenceJson_(new QPlainTextEdit(this)),
+      warnings_(new QLabel(this)),
+      override_(new QCheckBox(this)),
+      message_(new QLabel(this)),
+      conflictBox_(new QGroupBox(this)),
+      buttons_(new QDialogButtonBox(QDialogButtonBox::Cancel, this)) {
+  setObjectName(QStringLiteral("settleDialog"));
+  setWindowTitle(QStringLiteral("Settle %1").arg(text(seen_.idempotencyKey)));
+  setMinimumWidth(760);
+  flows_.setFlows(std::move(flows));
+
+  auto* layout = new QVBoxLayout(this);
+
+  // What the operator is deciding on, as they saw it.
+  auto* summary = new QLabel(this);
+  summary->setObjectName(QStringLiteral("settleSummary"));
+  summary->setTextFormat(Qt::RichText);
+  summary->setWordWrap(true);
+  summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  summary->setText(
+      QStringLiteral("<b>%1</b> &nbsp;%2&nbsp; version %3, for %4<br>%5 / %6 \u00B7 tool %7%8")
+          .arg(text(seen_.idempotencyKey).toHtmlEscaped(), statusBadgeHtml(seen_.status))
+          .arg(seen_.version)
+          .arg(ageText(localNow() - seen_.updatedAt))
+          .arg(text(seen_.bizType).toHtmlEscaped(), text(seen_.bizId).toHtmlEscaped(),
+               text(seen_.tool).toHtmlEscaped(),
+               seen_.lastError ? QStringLiteral("<br>last error: <i>%1</i>")
+                                     .arg(text(*seen_.lastError).toHtmlEscaped())
+                               : QString()));
+  layout->addWidget(summary);
+
+  auto* flowsBox = new QGroupBox(
+      QStringLiteral("Fund flows of %1 / %2 (%3)")
+          .arg(text(seen_.bizType), text(seen_.bizId))
+          .arg(flows_.rowCount() == 0 ? QStringLiteral("none recorded")
+                                      : QString::number(flows_.rowCount())),
+      this);
+  auto* flowsLayout = new QVBoxLayout(flowsBox);
+  auto* flowsView = makeTable(&flows_, flowsBox, QStringLiteral("settleFlows"));
+  flowsView->setMaximumHeight(130);
+  flowsLayout->addWidget(flowsView);
+  layout->addWidget(flowsBox);
+
+  auto* decision = new QGroupBox(QStringLiteral("Decision"), this);
+  auto* form = new QFormLayout(decision);
+  toSuccess_->setText(QStringLiteral("SUCCESS \u2014 the side effect happened (the money moved)"));
+  toSuccess_->setObjectName(QStringLiteral("settleToSuccess"));
+  toFailed_->setText(QStringLiteral("FAILED \u2014 it did not happen; a retry may run it again"));
+  toFailed_->setObjectName(QStringLiteral("settleToFailed"));
+  auto* group = new QButtonGroup(this);
+  group->addButton(toSuccess_);
+  group->addButton(toFailed_);
+  auto* targets = new QVBoxLayout;
+  targets->addWidget(toSuccess_);
+  targets->addWidget(toFailed_);
+  form->addRow(QStringLiteral("Settle to:"), targets);
+
+  reason_->setObjectName(QStringLiteral("settleReason"));
+  reason_->setPlaceholderText(QStringLiteral("Required: what the decision rests on (\"gateway console shows txn 8841 captured at 10:02\")"));
+  reason_->setTabChangesFocus(true);
+  reason_->setFixedHeight(reason_->fontMetrics().height() * 4);
+  form->addRow(QStringLiteral("Reason:"), reason_);
+  gatewayRef_->setObjectName(QStringLiteral("settleGatewayRef"));
+  gatewayRef_->setPlaceholderText(QStringLiteral("optional: the gateway's transaction id"));
+  form->addRow(QStringLiteral("Gateway ref:"), gatewayRef_);
+  evidenceJson_->setObjectName(QStringLiteral("settleEvidenceJson"));
+  evidenceJson_->setPlaceholderText(QStringLiteral("optional JSON object, e.g. {\"statement_line\": 1841, \"ticket\": \"OPS-311\"}"));
+  evidenceJson_->setTabChangesFocus(true);
+  evidenceJson_->setFixedHeight(evidenceJson_->fontMetrics().height() * 3);
+  form->addRow(QStringLiteral("Evidence:"), evidenceJson_);
+  layout->addWidget(decision);
+
+  warnings_->setObjectName(QStringLiteral("settleWarnings"));
+  warnings_->setWordWrap(true);
+  warnings_->setTextFormat(Qt::RichText);
+  warnings_->setVisible(false);
+  layout->addWidget(warnings_);
+  override_->setObjectName(QStringLiteral("settleOverride"));
+  override_->setText(QStringLiteral("I checked the gateway: no charge was taken. Settle FAILED despite the DEBIT."));
+  override_->setVisible(false);
+  layout->addWidget(override_);
+
+  conflictBox_->setObjectName(QStringLiteral("settleConflict"));
+  conflictBox_->setTitle(QStringLiteral("Changed since you looked \u2014 nothing was written"));
+  auto* conflictLayout = new QVBoxLayout(conflictBox_);
+  conflictView_ = makeTable(&changesSince_, conflictBox_, QStringLiteral("settleConflictTable"));
+  conflictView_->setMaximumHeight(120);
+  conflictLayout->addWidget(conflictView_);
+  conflictBox_->setVisible(false);
+  layout->addWidget(conflictBox_);
+
+  message_->setObjectName(QStringLiteral("settleMessage"));
+  message_->setWordWrap(true);
+  message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  layout->addWidget(message_);
+
+  settleButton_ = buttons_->addButton(QStringLiteral("Settle"), QDialogButtonBox::AcceptRole);
+  settleButton_->setObjectName(QStringLiteral("settleButton"));
+  settleButton_->setDefault(false);
+  settleButton_->setAutoDefault(false);
+  layout->addWidget(buttons_);
+
+  // The Settle button submits; only a successful settle closes the dialog.
+  connect(settleButton_, &QPushButton::clicked, this, &SettleDialog::submit);
+  connect(buttons_, &QDialogButtonBox::rejected, this, &QDialog::reject);
+  connect(toSuccess_, &QRadioButton::toggled, this, [this](bool on) {
+    if (on) requestAssessment();
+  });
+  connect(toFailed_, &QRadioButton::toggled, this, [this](bool on) {
+    if (on) requestAssessment();
+  });
+  connect(session_, &DatabaseSession::assessed, this, &SettleDialog::onAssessed);
+  connect(session_, &DatabaseSession::settled, this, &SettleDialog::onSettled);
+  connect(session_, &DatabaseSession::jobFailed, this,
+          [this](quint64 job, const QString& message, bool) { onFailed(job, message); });
+  connect(session_, &DatabaseSession::jobDropped, this, [this](quint64 job) {
+    if (job == assessmentJob_) assessmentJob_ = 0;
+  });
+
+  showMessage(QStringLiteral("Choose the outcome the evidence shows, and say why. Nothing is written until you press Settle."),
+              false);
+}
+
+std::optional<RecordStatus> SettleDialog::target() const {
+  if (toSuccess_->isChecked()) return RecordStatus::Success;
+  if (toFailed_->isChecked()) return RecordStatus::Failed;
+  return std::nullopt;
+}
+
+QString SettleDialog::message() const { return message_->text(); }
+QString SettleDialog::warnings() const { return warnings_->isHidden() ? QString() : warnings_->text(); }
+bool SettleDialog::overrideOffered() const { return !override_->isHidden(); }
+
+void SettleDialog::chooseTarget(RecordStatus to) {
+  if (to == RecordStatus::Success) toSuccess_->setChecked(true);
+  if (to == RecordStatus::Failed) toFailed_->setChecked(true);
+}
+
+void SettleDialog::requestAssessment() {
+  const auto to = target();
+  if (!to || phase_ != Phase::Editing) return;
+  assessment_.reset();
+  override_->setChecked(false);
+  assessmentGeneration_.advance();
+  assessmentJob_ = session_->assess(assessmentGeneration_.ticket(session_->nextJob()),
+                                    seen_.idempotencyKey, *to);
+}
+
+void SettleDialog::onAssessed(quint64 job, const idem::SettleAssessment& assessment) {
+  if (job != assessmentJob_ || job == 0) return;
+  assessmentJob_ = 0;
+  assessment_ = assessment;
+  std::vector<std::string> lines = assessment.warnings;
+  if (assessment.record && assessment.record->version != seen_.version) {
+    lines.insert(lines.begin(),
+                 "the record changed since you opened it: now " +
+                     std::string(format(assessment.record->status)) + " at version " +
+                     std::to_string(assessment.record->version) +
+                     "; settling will be refused, close and look again");
+  }
+  if (!assessment.record) lines.insert(lines.begin(), "the record no longer exists");
+  if (assessment.flows.size() != static_cast<std::size_t>(flows_.rowCount())) {
+    flows_.setFlows(assessment.flows);  // a flow arrived since the detail was read
+  }
+  showWarnings(lines, assessment.blocking);
+}
+
+void SettleDialog::showWarnings(const std::vector<std::string>& warnings, bool blocking) {
+  if (warnings.empty()) {
+    warnings_->setVisible(false);
+    override_->setVisible(false);
+    override_->setChecked(false);
+    return;
+  }
+  QString html;
+  for (const std::string& w : warnings) {
+    html += QStringLiteral("<li>%1</li>").arg(text(w).toHtmlEscaped());
+  }
+  const QString colour = blocking ? QStringLiteral("#FFD6CC") : QStringLiteral("#FFF0C2");
+  warnings_->setStyleSheet(
+      QStringLiteral("QLabel { background: %1; border: 1px solid %2; padding: 6px; border-radius: 3px; }")
+          .arg(colour, blocking ? QStringLiteral("#C62828") : QStringLiteral("#C98A00")));
+  warnings_->setText(QStringLiteral("<b>%1</b><ul style=\"margin: 2px 0 0 -20px;\">%2</ul>")
+                         .arg(blocking ? QStringLiteral("Stop: the evidence contradicts this decision")
+                                       : QStringLiteral("Check before you settle"),
+                              html));
+  warnings_->setVisible(true);
+  override_->setVisible(blocking);
+  if (!blocking) override_->setChecked(false);
+}
+
+void SettleDialog::submit() {
+  if (phase_ != Phase::Editing) return;
+  const auto to = target();
+  if (!to) {
+    showMessage(QStringLiteral("Choose SUCCESS or FAILED."), true);
+    return;
+  }
+  const EvidenceResult evidence =
+      buildEvidence({gatewayRef_->text(), evidenceJson_->toPlainText()});
+  if (!evidence.error.isEmpty()) {
+    showMessage(evidence.error, true);
+    evidenceJson_->setFocus();
+    return;
+  }
+  idem::SettleRequest request;
+  request.key = seen_.idempotencyKey;
+  request.expectedVersion = seen_.version;  // the version the operator saw, never the latest
+  request.to = *to;
+  request.reason = reason_->toPlainText().trimmed().toStdString();
+  request.evidence = evidence.json;
+  request.overrideDebitWarning = !override_->isHidden() && override_->isChecked();
+
+  // The same checks settleRecord makes, here so nothing is sent for a blank reason.
+  if (const auto problems = idem::validateSettleRequest(request); !problems.empty()) {
+    QString joined;
+    for (const std::string& p : problems) joined += (joined.isEmpty() ? QString() : QStringLiteral("; ")) + text(p);
+    showMessage(QStringLiteral("Not settled: %1.").arg(joined), true);
+    reason_->setFocus();
+    return;
+  }
+  if (assessment_ && assessment_->blocking && !request.overrideDebitWarning) {
+    showMessage(QStringLiteral("Not settled: a DEBIT is recorded for this business object. Confirm with the "
+                               "gateway that nothing was charged and tick the override, or settle SUCCESS."),
+                true);
+    override_->setFocus();
+    return;
+  }
+  setPhase(Phase::Sending);
+  showMessage(QStringLiteral("Settling\u2026"), false);
+  settleJob_ = session_->settle(request);
+}
+
+void SettleDialog::onSettled(quint64 job, const idem::SettleOutcome& outcome) {
+  if (job != settleJob_ || job == 0) return;
+  settleJob_ = 0;
+  outcome_ = outcome;
+  const QString key = text(seen_.idempotencyKey);
+  switch (outcome.verdict) {
+    case idem::SettleVerdict::Settled:
+      setPhase(Phase::Settled);
+      showMessage(text(outcome.message), false);
+      emit recordSettled(key, outcome);
+      accept();
+      return;
+    case idem::SettleVerdict::NeedsOverride:
+      setPhase(Phase::Editing);
+      showWarnings(outcome.assessment.warnings, true);
+      showMessage(QStringLiteral("Not settled: %1.").arg(text(outcome.message)), true);
+      return;
+    case idem::SettleVerdict::InvalidInput:
+      setPhase(Phase::Editing);
+      showMessage(QStringLiteral("Not settled: %1.").arg(text(outcome.message)), true);
+      return;
+    case idem::SettleVerdict::Conflict:
+      changesSince_.setTransitions(outcome.changesSince);
+      conflictBox_->setVisible(true);
+      setPhase(Phase::Conflict);
+      showMessage(QStringLiteral("Not settled: %1.").arg(text(outcome.message)), true);
+      emit recordChanged(key);
+      return;
+    case idem::SettleVerdict::NotFound:
+    case idem::SettleVerdict::InvalidTransition:
+      setPhase(Phase::Refused);
+      showMessage(QStringLiteral("Not settled: %1.").arg(text(outcome.message)), true);
+      emit recordChanged(key);
+      return;
+  }
+}
+
+void SettleDialog::onFailed(quint64 job, const QString& message) {
+  if (job == assessmentJob_ && job != 0) {
+    assessmentJob_ = 0;
+    showWarnings({"could not weigh the evidence: " + message.toStdString()}, false);
+    return;
+  }
+  if (job != settleJob_ || job == 0) return;
+  settleJob_ = 0;
+  // Safe to try again: the version check refuses a second write if the first one landed.
+  setPhase(Phase::Editing);
+  showMessage(QStringLiteral("Not settled: %1").arg(message), true);
+}
+
+void SettleDialog::showMessage(const QString& value, bool error) {
+  message_->setText(value);
+  message_->setStyleSheet(error ? QStringLiteral("color: #B71C1C; font-weight: 600;") : QString());
+}
+
+void SettleDialog::setPhase(Phase phase) {
+  phase_ = phase;
+  const bool editing = phase == Phase::Editing;
+  for (QWidget* w : std::initializer_list<QWidget*>{toSuccess_, toFailed_, reason_, gatewayRef_,
+                                                    evidenceJson_, override_}) {
+    w->setEnabled(editing);
+  }
+  settleButton_->setEnabled(editing);
+  if (phase == Phase::Conflict || phase == Phase::Refused) {
+    buttons_->button(QDialogButtonBox::Cancel)->setText(QStringLiteral("Close"));
+  }
+}
+
+}  // namespace idem::admin

@@ -1,0 +1,100 @@
+// The operator's decision on a stuck record. It shows the record as the operator saw it and the
+// fund flows of its business object, weighs the chosen outcome against them (idem::assessSettle),
+// requires a reason, and sends the decision through idem::settleRecord, the same checked path as
+// `idemctl settle`, with the version the operator saw. A FAILED decision while a DEBIT exists needs
+// the explicit override; a record that changed meanwhile is not overwritten: the dialog shows what
+// changed and who changed it.
+#pragma once
+
+#include <QDialog>
+#include <optional>
+#include <vector>
+
+#include "idem/domain.hpp"
+#include "idem/settlement.hpp"
+#include "models/fund_flow_model.hpp"
+#include "models/job_ticket.hpp"
+#include "models/transition_model.hpp"
+
+class QCheckBox;
+class QDialogButtonBox;
+class QGroupBox;
+class QLabel;
+class QLineEdit;
+class QPlainTextEdit;
+class QPushButton;
+class QRadioButton;
+class QTreeView;
+
+namespace idem::admin {
+
+class DatabaseSession;
+
+class SettleDialog : public QDialog {
+  Q_OBJECT
+
+ public:
+  enum class Phase {
+    Editing,   // the operator is deciding; nothing sent
+    Sending,   // waiting for the database
+    Settled,   // written
+    Conflict,  // the record changed since; nothing written
+    Refused,   // the record is gone or already settled; nothing written
+  };
+
+  SettleDialog(DatabaseSession* session, const Record& seen, std::vector<FundFlow> flows,
+               QWidget* parent = nullptr);
+
+  Phase phase() const { return phase_; }
+  const Record& seen() const { return seen_; }
+  const std::optional<idem::SettleOutcome>& outcome() const { return outcome_; }
+  QString message() const;
+  QString warnings() const;
+  bool overrideOffered() const;
+  TransitionModel* conflictModel() { return &changesSince_; }
+
+  // The same as clicking the radio button / the Settle button.
+  void chooseTarget(RecordStatus to);
+  void submit();
+
+ signals:
+  void recordSettled(const QString& key, const idem::SettleOutcome& outcome);
+  // The decision was refused because the record moved on: the main window re-reads it.
+  void recordChanged(const QString& key);
+
+ private:
+  std::optional<RecordStatus> target() const;
+  void requestAssessment();
+  void onAssessed(quint64 job, const idem::SettleAssessment& assessment);
+  void onSettled(quint64 job, const idem::SettleOutcome& outcome);
+  void onFailed(quint64 job, const QString& message);
+  void showWarnings(const std::vector<std::string>& warnings, bool blocking);
+  void showMessage(const QString& text, bool error);
+  void setPhase(Phase phase);
+
+  DatabaseSession* session_;
+  Record seen_;
+  FundFlowModel flows_;
+  TransitionModel changesSince_;
+  Generation assessmentGeneration_;
+  quint64 assessmentJob_ = 0;
+  quint64 settleJob_ = 0;
+  std::optional<idem::SettleAssessment> assessment_;
+  std::optional<idem::SettleOutcome> outcome_;
+  Phase phase_ = Phase::Editing;
+
+  QRadioButton* toSuccess_;
+  QRadioButton* toFailed_;
+  QPlainTextEdit* reason_;
+  QLineEdit* gatewayRef_;
+  QPlainTextEdit* evidenceJson_;
+  QLabel* warnings_;
+  QCheckBox* override_;
+  QLabel* message_;
+  QGroupBox* conflictBox_;
+  QTreeView* conflictView_;
+  QDialogButtonBox* buttons_;
+  QPushButton* settleButton_;
+};
+
+}  // namespace idem::admin

@@ -1,0 +1,17 @@
+-- The admin app's one index of its own (gui/, issue 4).
+--
+-- Its biz_id filter is "starts with", sent as  biz_id COLLATE "C" ^@ $1 . Only under the "C"
+-- collation can a btree index answer that as a range scan (the database's default collation,
+-- C.UTF-8 or en_US.UTF-8, cannot), so without this index a prefix search on 10M records walks
+-- records_by_updated until it has a page of matches: fast for a common prefix, seconds for a rare
+-- one. With it the search reads only the matching rows (docs/bench/gui.md).
+--
+-- Everything else the admin app asks for rides on existing indexes, so nothing more is added:
+-- every index is one more insert on each idem.begin. Exact key: records_pkey. Paging and time
+-- ranges: records_by_updated / records_by_created (keyset on (timestamp, idempotency_key)). The
+-- needs-attention queue and its counts: records_unsettled.
+--
+-- On a large live table, build it first without blocking writers:
+--   CREATE INDEX CONCURRENTLY records_biz_id_prefix ON idem.records ((biz_id COLLATE "C"));
+-- and this migration then finds it and does nothing.
+CREATE INDEX IF NOT EXISTS records_biz_id_prefix ON idem.records ((biz_id COLLATE "C"));
