@@ -6,11 +6,17 @@
 //              rows and the uniqueness checks).
 // Each client thread has its own connection and prepared statements; every statement is its own
 // transaction, as the protocol requires. Variants are interleaved and repeated; the median counts.
+// Besides throughput it reports the server CPU time and WAL bytes per operation (read from
+// /proc/PID/stat of each backend and pg_current_wal_lsn()): on a busy machine throughput wanders,
+// CPU per operation does not, and with 8 clients on 2 cores CPU is what limits throughput.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
+#include <unistd.h>
 #include <pqxx/pqxx>
 #include <thread>
 #include <vector>
@@ -40,6 +46,27 @@ ALTER TABLE bench.hand ADD CONSTRAINT hand_biz_status UNIQUE (biz_type, biz_id, 
 constexpr const char* kPayload = R"({"amount_minor": 2990, "currency": "CNY", "tool": "pay"})";
 constexpr const char* kResponse = R"({"status": "ok", "gateway_ref": "gw-1"})";
 
+// utime + stime of a process in microseconds, or -1 when /proc does not show it (remote server).
+long long cpuMicros(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(text.substr(close + 2));
+  std::string f;
+  long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14) utime = std::stoll(f);
+    if (i == 15) stime = std::stoll(f);
+  }
+  return (utime + stime) * 1'000'000 / sysconf(_SC_CLK_TCK);
+}
+
+struct ClientResult {
+  long long operations = 0;
+  long long serverCpuMicros = -1;
+};
+
 enum class Variant { Plain, Hand, Protocol };
 const char* name(Variant v) {
   switch (v) {
@@ -51,9 +78,10 @@ const char* name(Variant v) {
 }
 
 // One client: its own connection, runs the variant until the deadline, counts operations.
-long long client(const idem::ConnectionSettings& settings, Variant v, int thread, int run,
-                 Clock::time_point deadline) {
+ClientResult client(const idem::ConnectionSettings& settings, Variant v, int thread, int run,
+                    Clock::time_point deadline) {
   auto conn = idem::connect(settings);
+  const int backend = conn->backendpid();
   conn->prepare("plain",
                 "INSERT INTO bench.plain (idempotency_key, biz_type, biz_id, tool, request_hash, "
                 "status, lease_expires_at, request_payload) VALUES ($1, 'payment', $2, 'pay', $3, "
@@ -67,8 +95,12 @@ long long client(const idem::ConnectionSettings& settings, Variant v, int thread
                 "response_payload = $2::jsonb, updated_at = now() "
                 "WHERE idempotency_key = $1 AND status = 'PROCESSING'");
   idem::ProtocolClient protocol(*conn);
-  const std::string prefix = "r" + std::to_string(run) + "-t" + std::to_string(thread) + "-";
+  // Unique across runs of the benchmark too: the tables keep earlier runs' rows.
+  static const auto session = std::chrono::system_clock::now().time_since_epoch().count();
+  const std::string prefix =
+      std::to_string(session) + "-r" + std::to_string(run) + "-t" + std::to_string(thread) + "-";
   long long n = 0;
+  const long long cpuBefore = cpuMicros(backend);
   while (Clock::now() < deadline) {
     for (int batch = 0; batch < 20; ++batch, ++n) {
       const std::string key = prefix + std::to_string(n);
@@ -105,24 +137,54 @@ long long client(const idem::ConnectionSettings& settings, Variant v, int thread
       }
     }
   }
-  return n;
+  const long long cpuAfter = cpuMicros(backend);
+  return {n, cpuBefore < 0 || cpuAfter < 0 ? -1 : cpuAfter - cpuBefore};
 }
 
-double measure(const idem::ConnectionSettings& settings, Variant v, int threads, int run,
-               std::chrono::milliseconds length) {
-  std::vector<long long> counts(static_cast<std::size_t>(threads));
+struct Measurement {
+  double opsPerSecond = 0;
+  double serverCpuMicrosPerOp = -1;
+  double walBytesPerOp = 0;
+};
+
+long long walPosition(const idem::ConnectionSettings& settings) {
+  auto conn = idem::connect(settings);
+  pqxx::nontransaction tx(*conn);
+  return tx.exec("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")[0][0].as<long long>();
+}
+
+Measurement measure(const idem::ConnectionSettings& settings, Variant v, int threads, int run,
+                    std::chrono::milliseconds length) {
+  std::vector<ClientResult> results(static_cast<std::size_t>(threads));
+  const long long walBefore = walPosition(settings);
   const auto start = Clock::now();
   const auto deadline = start + length;
   {
     std::vector<std::jthread> pool;
     for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] { counts[static_cast<std::size_t>(t)] = client(settings, v, t, run, deadline); });
+      pool.emplace_back([&, t] {
+        try {
+          results[static_cast<std::size_t>(t)] = client(settings, v, t, run, deadline);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "bench_protocol: client %d: %s\n", t, e.what());
+          std::exit(1);
+        }
+      });
     }
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  long long total = 0;
-  for (long long c : counts) total += c;
-  return static_cast<double>(total) / seconds;
+  long long total = 0, cpu = 0;
+  bool cpuKnown = true;
+  for (const ClientResult& r : results) {
+    total += r.operations;
+    cpu += r.serverCpuMicros;
+    cpuKnown = cpuKnown && r.serverCpuMicros >= 0;
+  }
+  Measurement m;
+  m.opsPerSecond = static_cast<double>(total) / seconds;
+  m.serverCpuMicrosPerOp = cpuKnown ? static_cast<double>(cpu) / static_cast<double>(total) : -1;
+  m.walBytesPerOp = static_cast<double>(walPosition(settings) - walBefore) / static_cast<double>(total);
+  return m;
 }
 
 }  // namespace
@@ -153,25 +215,36 @@ int main(int argc, char** argv) {
       tx.exec(kSetup);
     }
 
-    std::printf("%-8s %14s %14s %16s %10s %10s\n", "clients", "plain ops/s", "hand ops/s",
-                "protocol ops/s", "vs hand", "vs plain");
+    std::printf("%-8s %-15s %12s %16s %12s\n", "clients", "variant", "ops/s", "server CPU us/op",
+                "WAL B/op");
     int run = 0;
     for (int threads : threadCounts) {
-      std::vector<double> plain, hand, protocol;
+      std::vector<Measurement> plain, hand, protocol;
       for (int r = 0; r < repeat; ++r) {
         const auto length = std::chrono::seconds(seconds);
         plain.push_back(measure(settings, Variant::Plain, threads, ++run, length));
         hand.push_back(measure(settings, Variant::Hand, threads, ++run, length));
         protocol.push_back(measure(settings, Variant::Protocol, threads, ++run, length));
       }
-      auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
+      auto median = [](std::vector<Measurement> v, double Measurement::*field) {
+        std::sort(v.begin(), v.end(), [&](const Measurement& a, const Measurement& b) { return a.*field < b.*field; });
+        return v[v.size() / 2].*field;
       };
-      const double p = median(plain), h = median(hand), q = median(protocol);
-      std::printf("%-8d %14.0f %14.0f %16.0f %9.2fx %9.2fx\n", threads, p, h, q, q / h, q / p);
+      const std::pair<Variant, std::vector<Measurement>*> rows[] = {
+          {Variant::Plain, &plain}, {Variant::Hand, &hand}, {Variant::Protocol, &protocol}};
+      for (const auto& [variant, ms] : rows) {
+        std::printf("%-8d %-15s %12.0f %16.1f %12.0f\n", threads, name(variant),
+                    median(*ms, &Measurement::opsPerSecond),
+                    median(*ms, &Measurement::serverCpuMicrosPerOp),
+                    median(*ms, &Measurement::walBytesPerOp));
+      }
+      const double h = median(hand, &Measurement::opsPerSecond);
+      const double q = median(protocol, &Measurement::opsPerSecond);
+      const double hc = median(hand, &Measurement::serverCpuMicrosPerOp);
+      const double qc = median(protocol, &Measurement::serverCpuMicrosPerOp);
+      std::printf("%-8d begin+complete / hand-written: throughput %.2fx, server CPU per op %.2fx\n\n",
+                  threads, q / h, qc / hc);
       std::fflush(stdout);
-      (void)name;
     }
     return 0;
   } catch (const idem::UsageError& e) {
