@@ -133,6 +133,9 @@ WebConfig parseWebConfig(std::string_view text, const std::filesystem::path& bas
       if (!children.emplace(child.key, *child.value).second) fail(child.number, "duplicate key \"" + child.key + "\"");
       ++i;
     }
+    if (top.key != "tls_server_config" && top.key != "basic_auth_users" && top.key != "http_server_config") {
+      fail(top.number, "unknown key \"" + top.key + "\" (expected tls_server_config or basic_auth_users)");
+    }
     if (top.value && !top.value->empty() && *top.value != "null" && *top.value != "~" && *top.value != "{}") {
       fail(top.number, "\"" + top.key + "\" must be a mapping");
     }

@@ -2,6 +2,7 @@
 
 #include <CivetServer.h>
 #include <civetweb.h>
+#include <dlfcn.h>
 #include <prometheus/exposer.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -115,6 +116,39 @@ std::string joinedPem(const TlsServerConfig& tls) {
   return name;
 }
 
+// Makes civetweb's TLS work on OpenSSL 3 (see exporter/tls_compat/): the two compat libraries are
+// loaded once, before civetweb opens "libssl.so" and "libcrypto.so", which then resolve to them.
+// Where the system's OpenSSL needs no help (its libssl.so exports everything), loading them is
+// harmless; where they cannot be found, civetweb's own error explains what failed.
+void loadTlsCompat() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> dirs;
+    if (const char* env = std::getenv("IDEMWATCH_TLS_COMPAT_DIR")) dirs.emplace_back(env);
+    char exe[4096];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+      const std::string self(exe, static_cast<std::size_t>(n));
+      const std::string dir = self.substr(0, self.rfind('/'));
+      dirs.push_back(dir);
+      dirs.push_back(dir + "/../lib/idemwatch");
+    }
+    dirs.emplace_back(IDEMWATCH_TLS_COMPAT_BUILD_DIR);
+    for (const char* name : {"libidemwatch_civetweb_libssl.so", "libidemwatch_civetweb_libcrypto.so"}) {
+      bool loaded = false;
+      for (const std::string& dir : dirs) {
+        const std::string path = dir + "/" + name;
+        if (access(path.c_str(), R_OK) == 0 && dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr) {
+          logDebug("loaded " + path + " for civetweb's TLS");
+          loaded = true;
+          break;
+        }
+      }
+      if (!loaded) logWarn(std::string("TLS: ") + name + " not found; civetweb may fail to load OpenSSL 3");
+    }
+  });
+}
+
 }  // namespace
 
 WebServer::WebServer(const WebServerSettings& settings,
@@ -126,6 +160,8 @@ WebServer::WebServer(const WebServerSettings& settings,
     gate_->auth = std::make_unique<BasicAuth>(settings.webConfig.basicAuthUsers);
   }
 
+  // Before civetweb's first start in this process, TLS or not: civetweb may load OpenSSL then.
+  loadTlsCompat();
   std::string port = civetwebListeningPort(settings.listenAddress);
   std::vector<std::string> options{"num_threads", std::to_string(settings.threads),
                                    "request_timeout_ms", "10000"};

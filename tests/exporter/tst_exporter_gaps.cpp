@@ -1,0 +1,150 @@
+// Exactly once under out-of-order commits: a transaction holding a lower id while later rows
+// commit is counted once, when it commits; a rolled-back id and the ids that
+// idem.record_fund_flow's ON CONFLICT DO NOTHING consumes are proven permanent and stop being
+// tracked, without stalling the reader; the number of tracked gaps is bounded.
+#include <QtTest>
+#include <pqxx/pqxx>
+
+#include "exporter_harness.hpp"
+#include "idem/protocol_client.hpp"
+#include "metric_keys.hpp"
+#include "test_database.hpp"
+
+using namespace idem;
+using namespace idem::test;
+
+namespace {
+
+BeginRequest request(const std::string& key) {
+  return {key, "payment", "o-" + key, "pay", {}, TriggerSource::Initial, "{}",
+          std::chrono::milliseconds(30'000), {}, {}};
+}
+
+constexpr const char* kBeginSql =
+    "SELECT * FROM idem.begin($1, 'payment', $2, 'pay', NULL, 'initial', '{}'::jsonb)";
+
+double sumOf(const Series& s, const std::string& family) {
+  double total = 0;
+  for (const auto& [key, v] : s) {
+    if (key.starts_with(family + "{")) total += v;
+  }
+  return total;
+}
+
+}  // namespace
+
+class TestExporterGaps : public QObject {
+  Q_OBJECT
+  std::unique_ptr<TestDatabase> db_;
+
+  void beginCommitted(int from, int to) {
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    for (int i = from; i < to; ++i) client.begin(request("k" + std::to_string(i)));
+  }
+
+ private slots:
+  void initTestCase() { db_ = std::make_unique<TestDatabase>("tst_exporter_gaps"); }
+  void init() { db_->reset(); }
+
+  void slowTransactionOnALowerIdIsCountedOnceWhenItCommits() {
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(1));
+    auto slowConnection = db_->connect();
+    pqxx::work slow(*slowConnection);
+    slow.exec_params(kBeginSql, "k-slow", "o-slow");  // takes the lowest attempt and transition ids
+    beginCommitted(0, 5);                              // later ids commit first
+    QVERIFY(e.waitForCollections(2));
+    Series s = e.scrape();
+    QCOMPARE(sumOf(s, "idempotency_requests_total"), 5.0);
+    QCOMPARE(sumOf(s, "idempotency_transitions_total"), 5.0);
+    QCOMPARE(value(s, tableKey("idempotency_exporter_open_gaps", "attempts")), std::optional(1.0));
+    QCOMPARE(value(s, tableKey("idempotency_exporter_open_gaps", "transitions")), std::optional(1.0));
+    // Many collections later the gap is still awaited: its transaction may commit any time.
+    QVERIFY(e.waitForCollections(5));
+    s = e.scrape();
+    QCOMPARE(value(s, tableKey("idempotency_exporter_open_gaps", "attempts")), std::optional(1.0));
+    QCOMPARE(value(s, gapsResolvedKey("attempts", "expired")), std::optional(0.0));
+
+    slow.commit();
+    QVERIFY(e.waitForCollections(2));
+    s = e.scrape();
+    QCOMPARE(sumOf(s, "idempotency_requests_total"), 6.0);
+    QCOMPARE(sumOf(s, "idempotency_transitions_total"), 6.0);
+    QCOMPARE(value(s, requestsKey("payment", "initial", "executed")), std::optional(6.0));
+    QCOMPARE(value(s, tableKey("idempotency_exporter_open_gaps", "attempts")), std::optional(0.0));
+    QCOMPARE(value(s, gapsResolvedKey("attempts", "filled")), std::optional(1.0));
+    // And once only: later collections do not count it again.
+    QVERIFY(e.waitForCollections(3));
+    QCOMPARE(sumOf(e.scrape(), "idempotency_requests_total"), 6.0);
+    QCOMPARE(static_cast<double>(db_->scalar("SELECT count(*) FROM idem.attempts")), 6.0);
+  }
+
+  void rolledBackIdExpiresAndDoesNotStallTheReader() {
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(1));
+    {
+      auto c = db_->connect();
+      pqxx::work tx(*c);
+      tx.exec_params(kBeginSql, "k-gone", "o-gone");
+      beginCommitted(0, 3);
+      QVERIFY(e.waitForCollections(2));
+      QCOMPARE(value(e.scrape(), tableKey("idempotency_exporter_open_gaps", "attempts")), std::optional(1.0));
+      tx.abort();
+    }
+    QVERIFY(waitUntil([&] {
+      return value(e.scrape(), tableKey("idempotency_exporter_open_gaps", "attempts")) == std::optional(0.0);
+    }));
+    beginCommitted(3, 6);
+    QVERIFY(e.waitForCollections(2));
+    const Series s = e.scrape();
+    QCOMPARE(sumOf(s, "idempotency_requests_total"), 6.0);
+    QCOMPARE(value(s, gapsResolvedKey("attempts", "expired")), std::optional(1.0));
+    QCOMPARE(value(s, gapsResolvedKey("attempts", "filled")), std::optional(0.0));
+  }
+
+  void fundFlowIdsConsumedByOnConflictArePermanentGaps() {
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(1));
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-1", {}});
+    // The gateway reports the same line twice: a no-op that still consumes a sequence value.
+    QVERIFY(client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-1", {}}).alreadyRecorded);
+    client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-2", {}});  // a double charge
+    QVERIFY(db_->scalar("SELECT max(id) - count(*) FROM idem.fund_flows") >= 1);  // there is a hole
+    QVERIFY(waitUntil([&] {
+      const Series s = e.scrape();
+      return value(s, tableKey("idempotency_exporter_open_gaps", "fund_flows")) == std::optional(0.0) &&
+             value(s, fundFlowsKey("payment", "DEBIT")) == std::optional(2.0);
+    }));
+    const Series s = e.scrape();
+    QCOMPARE(value(s, duplicatesKey("payment", "DEBIT")), std::optional(1.0));
+    QVERIFY(*value(s, gapsResolvedKey("fund_flows", "expired")) >= 1.0);
+    QCOMPARE(value(s, gapsResolvedKey("fund_flows", "filled")), std::optional(0.0));
+  }
+
+  void trackedGapsAreBoundedAndCounted() {
+    auto options = testOptions(db_->dsn());
+    options.maxTrackedGaps = 3;
+    RunningExporter e(options);
+    QVERIFY(e.waitForCollections(1));
+    auto c = db_->connect();
+    // Five ids consumed by rolled-back inserts, then one row: five gaps, more than three.
+    for (int i = 0; i < 5; ++i) {
+      pqxx::work tx(*c);
+      tx.exec_params(kBeginSql, "k-rb" + std::to_string(i), "o-rb" + std::to_string(i));
+      tx.abort();
+    }
+    beginCommitted(0, 1);
+    QVERIFY(waitUntil([&] {
+      const Series s = e.scrape();
+      return value(s, gapsResolvedKey("attempts", "abandoned")) == std::optional(2.0) &&
+             value(s, tableKey("idempotency_exporter_open_gaps", "attempts")) == std::optional(0.0);
+    }));
+    QCOMPARE(sumOf(e.scrape(), "idempotency_requests_total"), 1.0);
+  }
+};
+
+QTEST_GUILESS_MAIN(TestExporterGaps)
+#include "tst_exporter_gaps.moc"
