@@ -21,12 +21,15 @@ constexpr int kMaxSchemaVersion = 39;  // Grafana 10.x/11.0
 constexpr double kHitRatioThreshold = 0.0005;
 constexpr double kRetryRatioThreshold = 0.1;
 
-constexpr std::array<std::string_view, 7> kPanelTypes = {
-    "timeseries", "stat", "gauge", "table", "bargauge", "text", "row"};
+constexpr std::array<std::string_view, 7> kPanelTypes = {"timeseries", "stat", "gauge", "table",
+                                                         "bargauge",   "text", "row"};
 // Angular-era panels that Grafana 10 no longer renders, and what replaced them.
 const std::map<std::string, std::string, std::less<>> kDeprecatedPanelTypes = {
-    {"graph", "timeseries"},    {"singlestat", "stat"},      {"table-old", "table"},
-    {"grafana-piechart-panel", "piechart"}, {"grafana-singlestat-panel", "stat"}};
+    {"graph", "timeseries"},
+    {"singlestat", "stat"},
+    {"table-old", "table"},
+    {"grafana-piechart-panel", "piechart"},
+    {"grafana-singlestat-panel", "stat"}};
 
 std::string str(const json& object, const char* key) {
   if (!object.is_object()) return {};
@@ -147,8 +150,9 @@ class DashboardLinter {
     }
     if (d_.contains("rows")) reportDashboard("uses the pre-Grafana-5 \"rows\" layout; use panels");
     if (d_.dump().find("${DS_") != std::string::npos) {
-      reportDashboard("contains an import placeholder ${DS_…}, which provisioning cannot resolve; "
-                      "use the datasource variable");
+      reportDashboard(
+          "contains an import placeholder ${DS_…}, which provisioning cannot resolve; "
+          "use the datasource variable");
     }
   }
 
@@ -162,7 +166,8 @@ class DashboardLinter {
       if (str(v, "type") == "datasource") {
         dsVariable_ = str(v, "name");
         if (str(v, "query") != "prometheus") {
-          reportDashboard("datasource variable $" + dsVariable_ + " must have query \"prometheus\"");
+          reportDashboard("datasource variable $" + dsVariable_ +
+                          " must have query \"prometheus\"");
         }
         break;
       }
@@ -191,7 +196,8 @@ class DashboardLinter {
     }
     if (const auto it = byName.find("instance"); it != byName.end()) {
       const std::vector<VariableRef> refs = findVariableRefs(variableQuery(*it->second));
-      if (std::none_of(refs.begin(), refs.end(), [](const VariableRef& r) { return r.name == "job"; })) {
+      if (std::none_of(refs.begin(), refs.end(),
+                       [](const VariableRef& r) { return r.name == "job"; })) {
         report(dashboardWhere_ + ", variable $instance", "its query must be filtered by $job");
       }
     }
@@ -219,8 +225,9 @@ class DashboardLinter {
       return;
     }
     if (std::find(kPanelTypes.begin(), kPanelTypes.end(), type) == kPanelTypes.end()) {
-      report(where, "has panel type \"" + type + "\"; use timeseries, stat, gauge, table, bargauge "
-                    "or text");
+      report(where, "has panel type \"" + type +
+                        "\"; use timeseries, stat, gauge, table, bargauge "
+                        "or text");
       return;
     }
     if (type == "row") return;
@@ -270,7 +277,8 @@ class DashboardLinter {
 
   void checkExpr(const std::string& expr, const std::string& where) {
     const PromqlScan scan = scanPromql(expr);
-    for (const std::string& error : scan.errors) report(where, "cannot scan the expression: " + error);
+    for (const std::string& error : scan.errors)
+      report(where, "cannot scan the expression: " + error);
     for (const std::string& range : scan.ranges) {
       if (range != "$__rate_interval" && range != "${__rate_interval}") {
         report(where, "uses the range [" + range + "]; use [$__rate_interval]");
@@ -289,22 +297,26 @@ class DashboardLinter {
 
   // The three figures: hit ratio warn below 0.0005, retry-trigger ratio warn above 0.1,
   // duplicate fund flows red above 0.
-  void checkFigureThresholds(const json& panel, const std::string& where, const std::string& exprs) {
+  void checkFigureThresholds(const json& panel, const std::string& where,
+                             const std::string& exprs) {
     const bool isRatio = exprs.find('/') != std::string::npos;
     const bool hitRatio = isRatio && (exprs.find("replayed|in_progress") != std::string::npos ||
                                       exprs.find("in_progress|replayed") != std::string::npos);
     const bool retryRatio = isRatio && exprs.find("source!=\"initial\"") != std::string::npos;
-    const bool duplicates = exprs.find("idempotency_duplicate_fund_flows_total") != std::string::npos;
+    const bool duplicates =
+        exprs.find("idempotency_duplicate_fund_flows_total") != std::string::npos;
     if (hitRatio && !hasStepAt(thresholdValues(panel, false), kHitRatioThreshold)) {
       report(where, "shows the hit ratio but has no threshold step at 0.0005 (warn below 0.05%)");
     }
     if (retryRatio && !hasStepAt(thresholdValues(panel, false), kRetryRatioThreshold)) {
-      report(where, "shows the retry-trigger ratio but has no threshold step at 0.1 (warn above 10%)");
+      report(where,
+             "shows the retry-trigger ratio but has no threshold step at 0.1 (warn above 10%)");
     }
     if (duplicates) {
       const std::vector<double> red = thresholdValues(panel, true);
       if (std::none_of(red.begin(), red.end(), [](double v) { return v > 0 && v <= 1; })) {
-        report(where, "shows duplicate fund flows but has no red threshold step above 0 (at most 1)");
+        report(where,
+               "shows duplicate fund flows but has no red threshold step above 0 (at most 1)");
       }
     }
   }

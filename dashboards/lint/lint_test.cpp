@@ -26,7 +26,8 @@ template <typename A, typename B>
 void checkEqual(const A& got, const B& expected, const std::string& what) {
   if (!(got == expected)) {
     ++failures;
-    std::cerr << "FAIL: " << what << "\n  got:      " << got << "\n  expected: " << expected << "\n";
+    std::cerr << "FAIL: " << what << "\n  got:      " << got << "\n  expected: " << expected
+              << "\n";
   }
 }
 
@@ -41,7 +42,8 @@ void scanFindsSelectorsButNotFunctionsKeywordsOrLabelLists() {
   if (scan.selectors.size() == 3) {
     checkEqual(scan.selectors[0].metric, std::string("idempotency_requests_total"), "first metric");
     checkEqual(scan.selectors[0].matchers.size(), std::size_t{2}, "two matchers");
-    checkEqual(scan.selectors[0].matchers[1].value, std::string("replayed|in_progress"), "regex value");
+    checkEqual(scan.selectors[0].matchers[1].value, std::string("replayed|in_progress"),
+               "regex value");
     checkEqual(scan.selectors[2].metric, std::string("x_bucket"), "bucket metric");
   }
   checkEqual(scan.ranges.size(), std::size_t{3}, "three ranges");
@@ -57,13 +59,13 @@ void scanSeesBareSelectorsAndBadMatchers() {
 }
 
 void filtersByVariableAcceptsEveryForm() {
-  for (const char* expr : {R"(up{job=~"$job"})", R"(up{job="${job}"})", R"(up{job=~"${job:regex}"})",
-                           R"(up{job=~"[[job]]"})"}) {
+  for (const char* expr : {R"(up{job=~"$job"})", R"(up{job="${job}"})",
+                           R"(up{job=~"${job:regex}"})", R"(up{job=~"[[job]]"})"}) {
     const PromqlScan scan = scanPromql(expr);
     check(!scan.selectors.empty() && filtersByVariable(scan.selectors[0], "job", "job"), expr);
   }
-  for (const char* expr : {R"(up{job=~"$jobs"})", R"(up{job!~"$job"})", R"(up{instance=~"$job"})",
-                           R"(up)"}) {
+  for (const char* expr :
+       {R"(up{job=~"$jobs"})", R"(up{job!~"$job"})", R"(up{instance=~"$job"})", R"(up)"}) {
     const PromqlScan scan = scanPromql(expr);
     check(!scan.selectors.empty() && !filtersByVariable(scan.selectors[0], "job", "job"),
           std::string("not filtered: ") + expr);
@@ -75,9 +77,11 @@ void substitutionFillsEveryFormAndReportsUnset() {
   const std::string out = substituteVariables(
       R"(rate(x{job=~"$job",instance=~"${instance}",a=~"[[job]]",b="${job:regex}",c="$1"}[$__rate_interval]) $missing)",
       {{"job", "idemwatch"}, {"instance", "localhost:9477"}, {"__rate_interval", "1m"}}, unset);
-  checkEqual(out,
-             std::string(R"(rate(x{job=~"idemwatch",instance=~"localhost:9477",a=~"idemwatch",b="idemwatch",c="$1"}[1m]) $missing)"),
-             "substitution");
+  checkEqual(
+      out,
+      std::string(
+          R"(rate(x{job=~"idemwatch",instance=~"localhost:9477",a=~"idemwatch",b="idemwatch",c="$1"}[1m]) $missing)"),
+      "substitution");
   checkEqual(unset.size(), std::size_t{1}, "one unset variable");
   check(unset.count("missing") == 1, "$missing is unset");
 }
@@ -114,8 +118,8 @@ void ruleReaderFoldsBlockScalars() {
   checkEqual(alerts[0].fields.at("expr"), std::string("up == 0"), "folded expr");
   checkEqual(alerts[0].fields.at("labels.severity"), std::string("critical"), "severity");
   checkEqual(alerts[0].fields.at("annotations.summary"), std::string("Quoted summary."), "summary");
-  checkEqual(alerts[0].fields.at("annotations.description"), std::string("Folded {{ $value }} text."),
-             "description");
+  checkEqual(alerts[0].fields.at("annotations.description"),
+             std::string("Folded {{ $value }} text."), "description");
   checkEqual(alerts[1].name, std::string("Second"), "quoted name");
   check(alerts[1].fields.count("labels.severity") == 0, "second has no severity");
 }

@@ -25,7 +25,8 @@ constexpr const char* kUsage = R"(usage:
   idemwatch-dashboard-lint --print-exprs [--with-source] --set NAME=VALUE... DASHBOARD.json...
       Print every panel query, one per line, with $NAME, ${NAME}, ${NAME:format} and [[NAME]]
       filled in, e.g. --set job=idemwatch --set instance=localhost:9477 --set __rate_interval=1m.
-      With --with-source: FILE<TAB>PANEL TITLE<TAB>REFID<TAB>EXPR. Exit 1 if a variable has no value.
+      With --with-source: FILE<TAB>PANEL TITLE<TAB>REFID<TAB>EXPR.
+      Exit 1 if a variable has no value.
   idemwatch-dashboard-lint --check-runbooks RULES.yml... RUNBOOKS.md
       Check that every alert has severity, summary, description (with $value) and a runbook_url
       whose anchor is the alert's own section in RUNBOOKS.md. Exit 1 on any problem.
@@ -81,7 +82,7 @@ int parseOptions(int argc, char** argv, Options& options) {
         return usageError("--set needs NAME=VALUE, got \"" + assignment + "\"");
       }
       options.values[assignment.substr(0, eq)] = assignment.substr(eq + 1);
-    } else if (arg.rfind("-", 0) == 0 && arg.size() > 1) {
+    } else if (arg.rfind('-', 0) == 0 && arg.size() > 1) {
       return usageError("unknown option " + arg);
     } else {
       options.files.push_back(arg);
@@ -184,7 +185,7 @@ int checkRunbooks(const Options& options) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   Options options;
   if (const int code = parseOptions(argc, argv, options); code >= 0) return code;
   switch (options.mode) {
@@ -196,4 +197,7 @@ int main(int argc, char** argv) {
       break;
   }
   return lint(options);
+} catch (const std::exception& e) {
+  std::cerr << "idemwatch-dashboard-lint: " << e.what() << "\n";
+  return kExitUsage;
 }

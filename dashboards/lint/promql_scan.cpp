@@ -1,10 +1,10 @@
 #include "promql_scan.hpp"
 
-#include "template_vars.hpp"
-
 #include <algorithm>
 #include <array>
 #include <cctype>
+
+#include "template_vars.hpp"
 
 namespace idemwatch::dashlint {
 namespace {
@@ -12,8 +12,12 @@ namespace {
 bool isIdentStart(char c) {
   return std::isalpha(static_cast<unsigned char>(c)) != 0 || c == '_' || c == ':';
 }
-bool isIdentChar(char c) { return isIdentStart(c) || std::isdigit(static_cast<unsigned char>(c)) != 0; }
-bool isSpace(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
+bool isIdentChar(char c) {
+  return isIdentStart(c) || std::isdigit(static_cast<unsigned char>(c)) != 0;
+}
+bool isSpace(char c) {
+  return std::isspace(static_cast<unsigned char>(c)) != 0;
+}
 
 std::string lower(std::string_view s) {
   std::string out(s);
@@ -39,7 +43,7 @@ constexpr std::array<std::string_view, 6> kLabelListKeywords = {
 constexpr std::array<std::string_view, 9> kOtherKeywords = {
     "and", "or", "unless", "bool", "offset", "atan2", "inf", "nan", "@"};
 constexpr std::array<std::string_view, 12> kAggregations = {
-    "sum",    "min",    "max",  "avg",  "group",        "stddev",
+    "sum",    "min",   "max",  "avg",     "group",        "stddev",
     "stdvar", "count", "topk", "bottomk", "count_values", "quantile"};
 
 class Scanner {
@@ -54,9 +58,7 @@ class Scanner {
  private:
   void step() {
     const char c = s_[i_];
-    if (isSpace(c)) {
-      ++i_;
-    } else if (c == '#') {  // comment to the end of the line
+    if (c == '#') {  // comment to the end of the line
       while (i_ < s_.size() && s_[i_] != '\n') ++i_;
     } else if (c == '"' || c == '\'' || c == '`') {
       skipString();
@@ -111,7 +113,8 @@ class Scanner {
   void skipNumber() {
     while (i_ < s_.size()) {
       const char c = s_[i_];
-      if ((c == 'e' || c == 'E') && i_ + 1 < s_.size() && (s_[i_ + 1] == '+' || s_[i_ + 1] == '-')) {
+      if ((c == 'e' || c == 'E') && i_ + 1 < s_.size() &&
+          (s_[i_ + 1] == '+' || s_[i_ + 1] == '-')) {
         i_ += 2;
       } else if (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '.') {
         ++i_;
@@ -242,15 +245,19 @@ class Scanner {
 
 }  // namespace
 
-PromqlScan scanPromql(std::string_view expr) { return Scanner(expr).run(); }
+PromqlScan scanPromql(std::string_view expr) {
+  return Scanner(expr).run();
+}
 
-bool filtersByVariable(const Selector& selector, std::string_view label, std::string_view variable) {
-  return std::any_of(selector.matchers.begin(), selector.matchers.end(), [&](const LabelMatcher& m) {
-    if (m.label != label || (m.op != "=" && m.op != "=~")) return false;
-    const std::vector<VariableRef> refs = findVariableRefs(m.value);
-    return std::any_of(refs.begin(), refs.end(),
-                       [&](const VariableRef& ref) { return ref.name == variable; });
-  });
+bool filtersByVariable(const Selector& selector, std::string_view label,
+                       std::string_view variable) {
+  return std::any_of(
+      selector.matchers.begin(), selector.matchers.end(), [&](const LabelMatcher& m) {
+        if (m.label != label || (m.op != "=" && m.op != "=~")) return false;
+        const std::vector<VariableRef> refs = findVariableRefs(m.value);
+        return std::any_of(refs.begin(), refs.end(),
+                           [&](const VariableRef& ref) { return ref.name == variable; });
+      });
 }
 
 }  // namespace idemwatch::dashlint

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
 #include <regex>
 #include <sstream>
 
@@ -32,7 +33,9 @@ std::vector<Line> splitLines(std::string_view text) {
   return lines;
 }
 
-bool isIgnorable(const Line& line) { return line.text.empty() || line.text[0] == '#'; }
+bool isIgnorable(const Line& line) {
+  return line.text.empty() || line.text[0] == '#';
+}
 
 std::string trim(std::string s) {
   const auto notSpace = [](unsigned char c) { return std::isspace(c) == 0; };
@@ -62,6 +65,12 @@ bool splitKey(const std::string& text, std::string& key, std::string& value) {
 bool isBlockIndicator(const std::string& v) {
   static const std::regex kBlock(R"(^[|>][+-]?\s*(#.*)?$)");
   return std::regex_match(v, kBlock);
+}
+
+std::string concat(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (const std::string_view part : parts) out += part;
+  return out;
 }
 
 std::string lower(std::string s) {
@@ -106,10 +115,13 @@ std::vector<AlertRule> parseAlertRules(std::string_view yaml) {
       if (isBlockIndicator(value)) value.clear();
       // Continuation lines (block scalars, multi-line plain scalars) are indented deeper.
       while (i < lines.size() && (lines[i].text.empty() || lines[i].indent > line.indent)) {
-        if (!lines[i].text.empty()) value += (value.empty() ? "" : " ") + lines[i].text;
+        if (!lines[i].text.empty()) {
+          if (!value.empty()) value += ' ';
+          value += lines[i].text;
+        }
         ++i;
       }
-      alert.fields[section.empty() ? key : section + "." + key] = unquote(value);
+      alert.fields[section.empty() ? key : concat({section, ".", key})] = unquote(value);
     }
     alerts.push_back(std::move(alert));
   }
@@ -165,7 +177,9 @@ std::vector<Problem> checkAlertRules(const std::string& rulesPath, std::string_v
       const auto it = alert.fields.find(key);
       return it == alert.fields.end() ? std::string() : it->second;
     };
-    const auto report = [&](const std::string& what) { problems.push_back({rulesPath, where, what}); };
+    const auto report = [&](const std::string& what) {
+      problems.push_back({rulesPath, where, what});
+    };
 
     const std::string severity = field("labels.severity");
     if (severity.empty()) {
@@ -194,14 +208,15 @@ std::vector<Problem> checkAlertRules(const std::string& rulesPath, std::string_v
     if (document.size() < runbookName.size() + 1 ||
         document.compare(document.size() - runbookName.size() - 1, std::string::npos,
                          "/" + runbookName) != 0) {
-      report("runbook_url " + url + " does not point to " + runbookName);
+      report(concat({"runbook_url ", url, " does not point to ", runbookName}));
     }
     const std::string anchor = url.substr(hash + 1);
     if (anchors.count(anchor) == 0) {
-      report("runbook_url anchor #" + anchor + " does not exist in " + runbookPath);
+      report(concat({"runbook_url anchor #", anchor, " does not exist in ", runbookPath}));
     }
     if (anchor != lower(alert.name)) {
-      report("runbook_url anchor #" + anchor + " is not the alert's own section #" + lower(alert.name));
+      report("runbook_url anchor #" + anchor + " is not the alert's own section #" +
+             lower(alert.name));
     }
   }
   return problems;

@@ -6,8 +6,12 @@
 namespace idemwatch::dashlint {
 namespace {
 
-bool isNameStart(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0 || c == '_'; }
-bool isNameChar(char c) { return isNameStart(c) || std::isdigit(static_cast<unsigned char>(c)) != 0; }
+bool isNameStart(char c) {
+  return std::isalpha(static_cast<unsigned char>(c)) != 0 || c == '_';
+}
+bool isNameChar(char c) {
+  return isNameStart(c) || std::isdigit(static_cast<unsigned char>(c)) != 0;
+}
 
 // Reads a name at `pos`; returns its end, or `pos` when there is none.
 std::size_t nameEnd(std::string_view text, std::size_t pos) {
