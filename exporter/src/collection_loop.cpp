@@ -15,8 +15,11 @@ namespace {
 constexpr std::chrono::milliseconds kFirstBackoff{1'000};
 constexpr std::chrono::milliseconds kMaxBackoff{30'000};
 
-// The exporter only reads: make the session say so, as a guard against any future mistake.
-constexpr const char* kSessionSetup = "SET default_transaction_read_only = on";
+// The exporter only reads: the session says so, as a guard against any future mistake. Its
+// statements are short index walks: JIT compilation (triggered by the planner's cost estimates of
+// per-row subplans) and parallel workers would only add cost to the database it watches.
+constexpr const char* kSessionSetup =
+    "SET default_transaction_read_only = on; SET jit = off; SET max_parallel_workers_per_gather = 0";
 
 std::string describe(std::exception_ptr error) {
   try {

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The exporter benchmark: idemwatch-exporter against the generic SQL exporters a user would
+# otherwise pick (Debian's prometheus-sql-exporter 0.4.5 and prometheus-postgres-exporter 0.11.1
+# with --extend.query-path), on the same database, with 1M and 10M attempt rows and steady
+# simulated traffic. For each exporter and size it measures:
+#   - database time per collection: pg_stat_statements' total_exec_time of the exporter's own
+#     login role, divided by its collections, over a steady window (reset before it);
+#   - /metrics latency: median and p99 of $SCRAPES sequential scrapes;
+#   - peak memory: VmHWM of the process at the end;
+#   - for idemwatch, the start: launch to the first complete collection.
+# A private cluster with normal settings (fsync on), under /tmp, stopped on every exit.
+#
+#   bench/exporter/run.sh [BUILD_DIR]
+#   env: SIZES ("1000000 10000000"), SCRAPES (200), MEASURE_SECONDS (120), PER_DAY (100000),
+#        TRAFFIC_RATE (20 operations/s), OUT (a results file, default /tmp/idemwatch-bench-exporter.txt)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+here=$root/bench/exporter
+source "$root/scripts/lib/pg.sh"
+
+SIZES=${SIZES:-"1000000 10000000"}
+SCRAPES=${SCRAPES:-200}
+MEASURE_SECONDS=${MEASURE_SECONDS:-120}
+PER_DAY=${PER_DAY:-100000}
+TRAFFIC_RATE=${TRAFFIC_RATE:-20}
+OUT=${OUT:-/tmp/idemwatch-bench-exporter.txt}
+exporter=$build/exporter/idemwatch-exporter
+idemctl=$build/tools/idemctl/idemctl
+for bin in "$exporter" "$idemctl"; do
+  [ -x "$bin" ] || { echo "missing $bin: build the exporter and idemctl first" >&2; exit 1; }
+done
+
+if ! command -v prometheus-sql-exporter >/dev/null || ! command -v prometheus-postgres-exporter >/dev/null; then
+  echo "installing the peers (Debian packages)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-sql-exporter prometheus-postgres-exporter >/dev/null
+fi
+
+dir=$(mktemp -d /tmp/idemwatch-bench-exporter-XXXXXX)
+chmod 755 "$dir"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  pg_stop "$dir"
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+pg_start "$dir"
+echo "cluster in $dir, port $PG_PORT"
+: >"$OUT"
+report() { echo "$*" | tee -a "$OUT"; }
+
+report "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GiB RAM; $(date -u +%Y-%m-%dT%H:%MZ)"
+report "PostgreSQL $(psql "$PG_DSN" -qAtc 'SHOW server_version'), fsync $(psql "$PG_DSN" -qAtc 'SHOW fsync'), shared_buffers $(psql "$PG_DSN" -qAtc 'SHOW shared_buffers')"
+report "$(prometheus-sql-exporter -version 2>&1 | head -1); $(prometheus-postgres-exporter --version 2>&1 | head -1)"
+
+free_port() { pg_free_port; }
+scrape_latency() {  # URL -> "median_ms p99_ms"
+  local url=$1 i
+  for i in $(seq "$SCRAPES"); do curl -s -o /dev/null -w '%{time_total}\n' "$url"; done |
+    sort -n | awk '{a[NR]=$1} END {printf "%.2f %.2f", a[int((NR+1)/2)]*1000, a[int(NR*0.99+0.999)]*1000}'
+}
+peak_rss_mib() { awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
+# stat ROLE SIGNATURE: "total_ms collections" of ROLE's statements since the last reset;
+# collections = calls of the statement matching SIGNATURE (it runs once per collection).
+stat() {
+  psql "$db_dsn" -qAt -F' ' -v role="$1" -v sig="$2" <<'SQL'
+SELECT round(coalesce(sum(total_exec_time), 0)::numeric, 2),
+       coalesce(max(calls) FILTER (WHERE query LIKE :'sig'), 0)
+  FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid
+ WHERE r.rolname = :'role' AND s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+SQL
+}
+reset_stats() { psql "$db_dsn" -qAtc "SELECT pg_stat_statements_reset()" >/dev/null; }
+wait_http() { for _ in $(seq 300); do curl -s -o /dev/null "$1" && return 0; sleep 0.1; done; return 1; }
+
+for size in $SIZES; do
+  db=bench_$size
+  db_dsn="host=$PG_SOCKDIR port=$PG_PORT user=postgres dbname=$db"
+  psql "$PG_DSN" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
+  psql "$db_dsn" -qc "CREATE EXTENSION pg_stat_statements"
+  "$idemctl" migrate --db.dsn "$db_dsn" >/dev/null
+  echo "generating $size attempt rows ..."
+  start=$(date +%s)
+  psql "$db_dsn" -q -v attempts="$size" -v per_day="$PER_DAY" -f "$here/generate.sql" | tee -a "$OUT"
+  report "size $size: generated in $(( $(date +%s) - start )) s; table sizes: $(psql "$db_dsn" -qAtc "SELECT string_agg(relname || ' ' || pg_size_pretty(pg_total_relation_size(oid)), ', ') FROM pg_class WHERE relnamespace = 'idem'::regnamespace AND relkind = 'r'")"
+  for role in bench_idemwatch bench_sqlexp bench_pgexp; do
+    psql "$db_dsn" -qc "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$role') THEN CREATE ROLE $role LOGIN; END IF; END \$\$" -c "GRANT idem_reader TO $role"
+  done
+
+  "$idemctl" simulate --db.dsn "$db_dsn" --requests 0 --rate "$TRAFFIC_RATE" --agents 2 --quiet \
+    --run-id "bench$size" --double-charge-rate 0.01 >"$dir/traffic-$size.log" 2>&1 &
+  traffic=$!
+  pids+=("$traffic")
+  sleep 10
+
+  # idemwatch-exporter: start time, then a steady window.
+  port=$(free_port)
+  t0=$(date +%s%N)
+  "$exporter" --db.dsn "host=$PG_SOCKDIR port=$PG_PORT user=bench_idemwatch dbname=$db" \
+    --web.listen-address "127.0.0.1:$port" >"$dir/idemwatch-$size.log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  until curl -s "http://127.0.0.1:$port/metrics" 2>/dev/null |
+      grep -q '^idempotency_exporter_last_collect_success_timestamp_seconds [1-9]'; do
+    sleep 0.01
+  done
+  start_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  read -r start_db _ <<<"$(stat bench_idemwatch '%GROUP BY biz_type, status%')"
+  reset_stats
+  sleep "$MEASURE_SECONDS"
+  read -r total calls <<<"$(stat bench_idemwatch '%GROUP BY biz_type, status%')"
+  lat=$(scrape_latency "http://127.0.0.1:$port/metrics")
+  report "size $size idemwatch: start ${start_ms} ms (database ${start_db} ms); $calls collections, database $total ms, per collection $(awk -v t="$total" -v c="$calls" 'BEGIN {printf "%.2f", t / c}') ms; scrape median/p99 ${lat/ /\/} ms; peak RSS $(peak_rss_mib $pid) MiB"
+  psql "$db_dsn" -qAt -F' | ' -c "SELECT round(total_exec_time::numeric, 2), calls, regexp_replace(left(query, 90), '\s+', ' ', 'g') FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = 'bench_idemwatch' ORDER BY total_exec_time DESC LIMIT 6" | tee -a "$OUT"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+
+  # prometheus-sql-exporter: collects on its own interval (15 s), scrapes answer from its cache.
+  port=$(free_port)
+  sed "s|@DSN@|postgres://bench_sqlexp@127.0.0.1:$PG_PORT/$db?sslmode=disable|" "$here/sql_exporter.yml.in" >"$dir/sql_exporter.yml"
+  reset_stats
+  prometheus-sql-exporter -config.file "$dir/sql_exporter.yml" -web.listen-address "127.0.0.1:$port" >"$dir/sqlexp-$size.log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  wait_http "http://127.0.0.1:$port/metrics"
+  sleep "$MEASURE_SECONDS"
+  read -r total calls <<<"$(stat bench_sqlexp '%FROM idem.attempts GROUP BY%')"
+  lat=$(scrape_latency "http://127.0.0.1:$port/metrics")
+  report "size $size sql-exporter: $calls collections, database $total ms, per collection $(awk -v t="$total" -v c="$calls" 'BEGIN {if (c > 0) printf "%.2f", t / c; else print "n/a"}') ms; scrape median/p99 ${lat/ /\/} ms; peak RSS $(peak_rss_mib $pid) MiB"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+
+  # prometheus-postgres-exporter: every scrape runs the queries.
+  port=$(free_port)
+  reset_stats
+  DATA_SOURCE_NAME="postgresql://bench_pgexp@127.0.0.1:$PG_PORT/$db?sslmode=disable" \
+    prometheus-postgres-exporter --web.listen-address "127.0.0.1:$port" --extend.query-path "$here/peer_queries.yaml" \
+    --disable-default-metrics --disable-settings-metrics >"$dir/pgexp-$size.log" 2>&1 &
+  pid=$!
+  pids+=("$pid")
+  wait_http "http://127.0.0.1:$port/metrics"
+  lat=$(scrape_latency "http://127.0.0.1:$port/metrics")
+  read -r total calls <<<"$(stat bench_pgexp '%FROM idem.attempts GROUP BY%')"
+  report "size $size postgres-exporter: $calls collections, database $total ms, per collection $(awk -v t="$total" -v c="$calls" 'BEGIN {if (c > 0) printf "%.2f", t / c; else print "n/a"}') ms; scrape median/p99 ${lat/ /\/} ms; peak RSS $(peak_rss_mib $pid) MiB"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+
+  kill "$traffic"; wait "$traffic" 2>/dev/null || true
+done
+echo "results in $OUT"
