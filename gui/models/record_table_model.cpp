@@ -156,7 +156,8 @@ QVariant RecordTableModel::headerData(int section, Qt::Orientation orientation, 
 }
 
 bool RecordTableModel::canFetchMore(const QModelIndex& parent) const {
-  return !parent.isValid() && hasMore_ && pendingJob_ == 0;
+  // Not while an answer is going in: the cursor is the last row only once it is all in.
+  return !parent.isValid() && hasMore_ && pendingJob_ == 0 && !applying_;
 }
 
 void RecordTableModel::fetchMore(const QModelIndex& parent) {
@@ -205,6 +206,8 @@ int RecordTableModel::rowOfKey(const std::string& key) const {
 }
 
 void RecordTableModel::requestFirstPage() {
+  // Before the first open there is nobody to ask; the first connection refreshes every table.
+  if (session_->state() == ConnectionState::Closed) return;
   setPending(session_->fetchPage(generation_.ticket(session_->nextJob()), filter_, std::nullopt,
                                  pageSize_));
 }
@@ -220,14 +223,18 @@ void RecordTableModel::onPageFetched(quint64 job, const RecordPage& page) {
   setPending(0);
   lastError_.clear();
   lastDatabaseTime_ = page.databaseTime;
+  // hasMore first: views and testers ask canFetchMore while the rows go in.
+  hasMore_ = page.hasMore;
   applying_ = true;
   if (page.isWindow) {
+    emit refreshAboutToApply();
     replaceRows(page.records);
+    applying_ = false;
+    emit refreshApplied();
   } else {
     appendRows(page.records);
+    applying_ = false;
   }
-  applying_ = false;
-  hasMore_ = page.hasMore;
   emit fetched(page);
 }
 

@@ -88,6 +88,9 @@ class RecordTableModel : public KeyedRowsModel<Record, std::string> {
 
  signals:
   void loadingChanged(bool loading);
+  // Around a refresh's changes (not around an appended page), so a view can keep its place.
+  void refreshAboutToApply();
+  void refreshApplied();
   // A first page, a next page or a refresh arrived and is applied.
   void fetched(const idem::admin::RecordPage& page);
   void fetchFailed(const QString& message);

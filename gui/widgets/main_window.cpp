@@ -215,12 +215,10 @@ void MainWindow::buildLayout() {
   filterBar_ = new RecordFilterBar(this);
   recordsView_ = new RecordTableView(this);
   recordsView_->setObjectName(QStringLiteral("recordsView"));
-  recordsView_->setModel(records_);
-  recordsView_->applyRecordColumnWidths();
+  recordsView_->setRecordModel(records_);
   attentionView_ = new RecordTableView(this);
   attentionView_->setObjectName(QStringLiteral("attentionView"));
-  attentionView_->setModel(attention_);
-  attentionView_->applyRecordColumnWidths();
+  attentionView_->setRecordModel(attention_);
   attentionView_->horizontalHeader()->setSortIndicatorShown(false);
   attentionView_->horizontalHeader()->setSectionsClickable(false);
 

@@ -146,6 +146,8 @@ RecordFilterBar::RecordFilterBar(QWidget* parent)
   connect(from_, &QDateTimeEdit::dateTimeChanged, this, &RecordFilterBar::scheduleApply);
   connect(to_, &QDateTimeEdit::dateTimeChanged, this, &RecordFilterBar::scheduleApply);
   connect(clear_, &QToolButton::clicked, this, &RecordFilterBar::clear);
+  // The table starts with this filter; only changes are announced.
+  lastEmitted_ = filter();
 }
 
 RecordFilter RecordFilterBar::filter() const {
@@ -175,13 +177,15 @@ void RecordFilterBar::setOrder(RecordOrder order) {
 }
 
 void RecordFilterBar::addKnownBizTypes(const QStringList& bizTypes) {
+  // Adding choices is not the operator changing the filter: no signals, and the typed text stays.
+  const QSignalBlocker blocker(bizType_);
+  const QString current = bizType_->currentText();
   for (const QString& t : bizTypes) {
     if (!t.isEmpty() && bizType_->findText(t, Qt::MatchExactly | Qt::MatchCaseSensitive) < 0) {
-      const QString current = bizType_->currentText();
       bizType_->addItem(t);
-      bizType_->setCurrentText(current);  // adding must not change what the operator typed
     }
   }
+  if (bizType_->currentText() != current) bizType_->setCurrentText(current);
 }
 
 void RecordFilterBar::focusSearch() {
@@ -194,9 +198,8 @@ void RecordFilterBar::scheduleApply() { debounce_.start(); }
 void RecordFilterBar::applyNow() {
   debounce_.stop();
   const RecordFilter f = filter();
-  if (emittedOnce_ && f == lastEmitted_) return;
+  if (f == lastEmitted_) return;
   lastEmitted_ = f;
-  emittedOnce_ = true;
   emit filterChanged(f);
 }
 

@@ -57,7 +57,6 @@ class RecordFilterBar : public QWidget {
   QToolButton* clear_;
   QTimer debounce_;
   RecordFilter lastEmitted_;
-  bool emittedOnce_ = false;
 };
 
 }  // namespace idem::admin

@@ -1,6 +1,7 @@
 #include "widgets/record_table_view.hpp"
 
 #include <QHeaderView>
+#include <QScrollBar>
 
 #include "models/record_table_model.hpp"
 
@@ -34,6 +35,29 @@ RecordTableView::RecordTableView(QWidget* parent) : QTableView(parent) {
     emit orderRequested(updated ? (descending ? RecordOrder::UpdatedDesc : RecordOrder::UpdatedAsc)
                                 : (descending ? RecordOrder::CreatedDesc : RecordOrder::CreatedAsc));
   });
+}
+
+void RecordTableView::setRecordModel(RecordTableModel* model) {
+  records_ = model;
+  setModel(model);
+  connect(model, &RecordTableModel::refreshAboutToApply, this, &RecordTableView::rememberTopRow);
+  connect(model, &RecordTableModel::refreshApplied, this, &RecordTableView::restoreTopRow);
+  applyRecordColumnWidths();
+}
+
+void RecordTableView::rememberTopRow() {
+  topKey_.clear();
+  if (verticalScrollBar()->value() == 0) return;
+  const QModelIndex top = indexAt(QPoint(0, 0));
+  if (top.isValid()) topKey_ = top.data(RecordTableModel::KeyRole).toString().toStdString();
+}
+
+void RecordTableView::restoreTopRow() {
+  if (topKey_.empty()) return;
+  const int row = records_->rowOfKey(topKey_);
+  topKey_.clear();
+  // The leftmost visible column, so keeping the row in view does not scroll sideways.
+  if (row >= 0) scrollTo(records_->index(row, std::max(0, columnAt(0))), PositionAtTop);
 }
 
 void RecordTableView::applyRecordColumnWidths() {

@@ -4,9 +4,13 @@
 
 #include <QTableView>
 
+#include <string>
+
 #include "models/record_filter.hpp"
 
 namespace idem::admin {
+
+class RecordTableModel;
 
 class RecordTableView : public QTableView {
   Q_OBJECT
@@ -14,7 +18,10 @@ class RecordTableView : public QTableView {
  public:
   explicit RecordTableView(QWidget* parent = nullptr);
 
-  // Call after setModel(): widths for the record columns.
+  // Shows the model and keeps the operator's place across its refreshes: when rows arrive above
+  // the first visible one, that row stays first (at the very top, new rows simply appear).
+  void setRecordModel(RecordTableModel* model);
+  // Widths for the record columns.
   void applyRecordColumnWidths();
   void showOrder(RecordOrder order);
 
@@ -23,7 +30,12 @@ class RecordTableView : public QTableView {
   void orderRequested(idem::admin::RecordOrder order);
 
  private:
+  void rememberTopRow();
+  void restoreTopRow();
+
+  RecordTableModel* records_ = nullptr;
   RecordOrder order_ = RecordOrder::UpdatedDesc;
+  std::string topKey_;
 };
 
 }  // namespace idem::admin

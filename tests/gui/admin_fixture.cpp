@@ -1,0 +1,130 @@
+#include "admin_fixture.hpp"
+
+#include <QCoreApplication>
+#include <QDeadlineTimer>
+#include <QTest>
+#include <nlohmann/json.hpp>
+
+#include "models/record_table_model.hpp"
+
+namespace idem::test {
+
+BeginRequest paymentRequest(const std::string& key, const std::string& bizId,
+                            std::chrono::milliseconds lease) {
+  BeginRequest r;
+  r.key = key;
+  r.bizType = "payment";
+  r.bizId = bizId;
+  r.tool = "pay";
+  r.requestPayload =
+      nlohmann::json{{"amount_minor", 2990}, {"currency", "CNY"}, {"order", bizId}}.dump();
+  r.lease = lease;
+  r.agentId = "agent-7";
+  r.traceId = "trace-" + key;
+  return r;
+}
+
+AdminScenario seedScenario(pqxx::connection& connection) {
+  ProtocolClient client(connection);
+  AdminScenario s;
+  s.processingFresh = "pay-fresh";
+  client.begin(paymentRequest(s.processingFresh, "ord-fresh"));
+
+  s.processingExpired = "pay-expired";
+  client.begin(paymentRequest(s.processingExpired, "ord-expired", std::chrono::milliseconds(1)));
+
+  s.unknown = "pay-unknown";
+  client.begin(paymentRequest(s.unknown, "ord-unknown"));
+  client.markUnknown(s.unknown, 1, "response timeout after 5s");
+  auto retry = paymentRequest(s.unknown, "ord-unknown");
+  retry.source = TriggerSource::Http;
+  client.begin(retry);  // in_progress: a second attempt row
+
+  s.unknownWithDebit = "pay-debited";
+  client.begin(paymentRequest(s.unknownWithDebit, "ord-debited"));
+  client.markUnknown(s.unknownWithDebit, 1, "gateway timeout");
+  client.recordFundFlow({"payment", "ord-debited", FundFlowKind::Debit, 2990, "CNY", "gw-debit-1",
+                         s.unknownWithDebit});
+
+  s.unknownDoubleDebit = "pay-double";
+  client.begin(paymentRequest(s.unknownDoubleDebit, "ord-double"));
+  client.markUnknown(s.unknownDoubleDebit, 1, "gateway timeout");
+  client.recordFundFlow({"payment", "ord-double", FundFlowKind::Debit, 2990, "CNY", "gw-double-1",
+                         s.unknownDoubleDebit});
+  client.recordFundFlow({"payment", "ord-double", FundFlowKind::Debit, 2990, "CNY", "gw-double-2",
+                         s.unknownDoubleDebit});
+
+  s.success = "pay-success";
+  client.begin(paymentRequest(s.success, "ord-success"));
+  client.complete(s.success, 1, R"({"charged": true, "gateway_ref": "gw-ok-1"})");
+  client.recordFundFlow({"payment", "ord-success", FundFlowKind::Debit, 2990, "CNY", "gw-ok-1",
+                         s.success});
+
+  s.failed = "pay-failed";
+  client.begin(paymentRequest(s.failed, "ord-failed"));
+  client.fail(s.failed, 1, "card declined");
+
+  // The expired lease must be in the past for every test that follows.
+  waitUntil([&] {
+    pqxx::nontransaction tx(connection);
+    return tx.exec_params1("SELECT lease_expires_at < now() FROM idem.records WHERE idempotency_key = $1",
+                           s.processingExpired)[0]
+        .as<bool>();
+  });
+  return s;
+}
+
+ConnectionSettings settingsFor(const std::string& dsn) {
+  ConnectionSettings s = ConnectionSettings::resolve(dsn);
+  s.source = "test";
+  return s;
+}
+
+void execWithoutRecordTriggers(const TestDatabase& db, const std::string& sql) {
+  auto c = db.connect();
+  pqxx::work tx(*c);
+  tx.exec("ALTER TABLE idem.records DISABLE TRIGGER USER");
+  tx.exec(sql);
+  tx.exec("ALTER TABLE idem.records ENABLE TRIGGER USER");
+  tx.commit();
+}
+
+bool waitUntil(const std::function<bool()>& ready, int timeoutMs) {
+  return QTest::qWaitFor(ready, timeoutMs);
+}
+
+bool loadEverything(admin::RecordTableModel& model, int timeoutMs) {
+  const QDeadlineTimer deadline(timeoutMs);
+  while (!deadline.hasExpired()) {
+    if (!waitUntil([&] { return !model.isLoading(); }, static_cast<int>(deadline.remainingTime()))) {
+      return false;
+    }
+    if (!model.lastError().isEmpty()) return false;
+    if (!model.hasMore()) return true;
+    model.fetchMore({});
+  }
+  return false;
+}
+
+std::vector<std::string> keysOf(const admin::RecordTableModel& model) {
+  std::vector<std::string> out;
+  for (int r = 0; r < model.rowCount(); ++r) out.push_back(model.recordAt(r)->idempotencyKey);
+  return out;
+}
+
+std::vector<std::string> keysBySql(const TestDatabase& db, const std::string& sql) {
+  auto c = db.connect();
+  pqxx::nontransaction tx(*c);
+  std::vector<std::string> out;
+  for (const auto& row : tx.exec(sql)) out.emplace_back(row[0].c_str());
+  return out;
+}
+
+std::string textBySql(const TestDatabase& db, const std::string& sql) {
+  auto c = db.connect();
+  pqxx::nontransaction tx(*c);
+  const auto r = tx.exec(sql);
+  return r.empty() || r[0][0].is_null() ? std::string("<null>") : std::string(r[0][0].c_str());
+}
+
+}  // namespace idem::test

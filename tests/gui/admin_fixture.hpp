@@ -1,0 +1,52 @@
+// Shared by the admin app's suites: records in every state seeded through the protocol functions,
+// bulk rows with chosen timestamps, and waiting for asynchronous models without fixed sleeps.
+#pragma once
+
+#include <functional>
+#include <pqxx/pqxx>
+#include <string>
+#include <vector>
+
+#include "idem/connection_settings.hpp"
+#include "idem/protocol_client.hpp"
+#include "test_database.hpp"
+
+namespace idem::admin {
+class RecordTableModel;
+}
+
+namespace idem::test {
+
+// One record per situation an operator meets; each on its own business object.
+struct AdminScenario {
+  std::string processingFresh;     // PROCESSING, lease still running: not stuck yet
+  std::string processingExpired;   // PROCESSING past its lease: stuck
+  std::string unknown;             // UNKNOWN, no fund flow recorded
+  std::string unknownWithDebit;    // UNKNOWN, a DEBIT flow recorded
+  std::string unknownDoubleDebit;  // UNKNOWN, two DEBITs under different gateway refs
+  std::string success;
+  std::string failed;
+};
+
+AdminScenario seedScenario(pqxx::connection& connection);
+
+BeginRequest paymentRequest(const std::string& key, const std::string& bizId,
+                            std::chrono::milliseconds lease = std::chrono::seconds(30));
+
+ConnectionSettings settingsFor(const std::string& dsn);
+
+// Runs sql as the owner with the records triggers disabled, in one transaction: rows with chosen
+// timestamps, statuses and versions, without the history a real change would write.
+void execWithoutRecordTriggers(const TestDatabase& db, const std::string& sql);
+
+// Processes events until ready() or the deadline; true if ready.
+bool waitUntil(const std::function<bool()>& ready, int timeoutMs = 15000);
+
+// Fetches until the model has everything; false on a timeout or a failed fetch.
+bool loadEverything(admin::RecordTableModel& model, int timeoutMs = 30000);
+
+std::vector<std::string> keysOf(const admin::RecordTableModel& model);
+std::vector<std::string> keysBySql(const TestDatabase& db, const std::string& sql);
+std::string textBySql(const TestDatabase& db, const std::string& sql);
+
+}  // namespace idem::test

@@ -1,0 +1,165 @@
+// Every model of the admin app under QAbstractItemModelTester, fed by the real worker thread: the
+// records table (with fetchMore), the needs-attention queue, and the evidence of a selected record
+// (timeline, attempts, fund flows with duplicates highlighted). Also the stuck counts.
+#include <QAbstractItemModelTester>
+#include <QBrush>
+#include <QSignalSpy>
+#include <QtTest>
+
+#include "admin_fixture.hpp"
+#include "models/database_session.hpp"
+#include "models/record_table_model.hpp"
+#include "models/selected_record.hpp"
+#include "models/status_palette.hpp"
+
+using namespace idem;
+using namespace idem::admin;
+
+class TestAdminModels : public QObject {
+  Q_OBJECT
+
+  std::unique_ptr<test::TestDatabase> db_;
+  std::unique_ptr<DatabaseSession> session_;
+  test::AdminScenario scenario_;
+
+ private slots:
+  void initTestCase() {
+    db_ = std::make_unique<test::TestDatabase>("tst_admin_models");
+    auto c = db_->connect();
+    scenario_ = test::seedScenario(*c);
+    // Bulk rows so the table needs several pages.
+    test::execWithoutRecordTriggers(*db_, R"SQL(
+      INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status,
+                                created_at, updated_at)
+      SELECT 'bulk-' || g, 'coupon', 'cp-' || g, 'issue', 'h', 'SUCCESS',
+             now() - g * interval '1 minute', now() - g * interval '1 minute'
+      FROM generate_series(1, 57) AS g)SQL");
+    session_ = std::make_unique<DatabaseSession>();
+    session_->open(test::settingsFor(db_->dsn()));
+    QTRY_VERIFY_WITH_TIMEOUT(session_->isConnected(), 15000);
+  }
+
+  void recordTablePassesTheTesterWhileFetchingMore() {
+    RecordTableModel model(session_.get());
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setPageSize(4);
+    model.setFilter({});
+    QTRY_VERIFY(model.rowCount() > 0);
+    QVERIFY(test::loadEverything(model));
+    QCOMPARE(model.rowCount(), static_cast<int>(db_->scalar("SELECT count(*) FROM idem.records")));
+    QCOMPARE(test::keysOf(model),
+             test::keysBySql(*db_, "SELECT idempotency_key FROM idem.records ORDER BY updated_at DESC, idempotency_key DESC"));
+    model.refresh();
+    QTRY_VERIFY(!model.isLoading());
+    model.touchAges();
+  }
+
+  void attentionQueueIsStuckRecordsOldestFirst() {
+    RecordTableModel model(session_.get());
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setPageSize(2);
+    model.setFilter(RecordFilter::attention());
+    QVERIFY(test::loadEverything(model));
+    const auto keys = test::keysOf(model);
+    QCOMPARE(keys, test::keysBySql(*db_, "SELECT idempotency_key FROM idem.records WHERE status = 'UNKNOWN' "
+                                         "OR (status = 'PROCESSING' AND lease_expires_at < now()) "
+                                         "ORDER BY updated_at, idempotency_key"));
+    QCOMPARE(keys.size(), std::size_t(4));
+    QVERIFY(std::find(keys.begin(), keys.end(), scenario_.processingExpired) != keys.end());
+    QVERIFY(std::find(keys.begin(), keys.end(), scenario_.processingFresh) == keys.end());
+    for (int r = 0; r < model.rowCount(); ++r) {
+      QVERIFY(model.index(r, RecordTableModel::Status).data(RecordTableModel::StuckRole).toBool());
+    }
+  }
+
+  void statusesAreColourCodedAndAgesReadable() {
+    RecordTableModel model(session_.get());
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    RecordFilter f;
+    f.bizType = "payment";
+    model.setFilter(f);
+    QVERIFY(test::loadEverything(model));
+    for (int r = 0; r < model.rowCount(); ++r) {
+      const QModelIndex status = model.index(r, RecordTableModel::Status);
+      const auto s = static_cast<RecordStatus>(status.data(RecordTableModel::StatusRole).toInt());
+      QCOMPARE(status.data(Qt::DisplayRole).toString().toStdString(), std::string(format(s)));
+      QCOMPARE(status.data(Qt::BackgroundRole).value<QBrush>().color(), statusBackground(s));
+      const QString age = model.index(r, RecordTableModel::Age).data().toString();
+      QVERIFY2(age.endsWith(QStringLiteral(" s")) || age.endsWith(QStringLiteral("min")), qPrintable(age));
+      QVERIFY(model.index(r, RecordTableModel::Updated).data(RecordTableModel::ExportRole).toString().endsWith(QLatin1Char('Z')));
+    }
+    QVERIFY(statusBackground(RecordStatus::Processing) != statusBackground(RecordStatus::Unknown));
+    QVERIFY(statusBackground(RecordStatus::Success) != statusBackground(RecordStatus::Failed));
+  }
+
+  void selectedRecordFillsItsEvidence() {
+    SelectedRecord selected(session_.get());
+    QAbstractItemModelTester t1(selected.transitions(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester t2(selected.attempts(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester t3(selected.fundFlows(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+
+    selected.select(scenario_.unknown);
+    QTRY_VERIFY(selected.record().has_value());
+    QCOMPARE(selected.record()->status, RecordStatus::Unknown);
+    QVERIFY(selected.record()->requestPayload.has_value());
+    QCOMPARE(selected.transitions()->rowCount(), 2);
+    QCOMPARE(selected.transitions()->index(0, TransitionModel::From).data().toString(), QStringLiteral("(created)"));
+    QCOMPARE(selected.transitions()->index(1, TransitionModel::To).data().toString(), QStringLiteral("UNKNOWN"));
+    QCOMPARE(selected.transitions()->index(1, TransitionModel::Reason).data().toString(), QStringLiteral("response timeout after 5s"));
+    QCOMPARE(selected.attempts()->rowCount(), 2);
+    QCOMPARE(selected.attempts()->index(0, AttemptModel::Source).data().toString(), QStringLiteral("http"));
+    QCOMPARE(selected.attempts()->index(0, AttemptModel::Outcome).data().toString(), QStringLiteral("in_progress"));
+    QCOMPARE(selected.attempts()->index(1, AttemptModel::Agent).data().toString(), QStringLiteral("agent-7"));
+    QCOMPARE(selected.attempts()->index(1, AttemptModel::Trace).data().toString(), QStringLiteral("trace-pay-unknown"));
+    QCOMPARE(selected.fundFlows()->rowCount(), 0);
+
+    selected.select(scenario_.unknownDoubleDebit);
+    QCOMPARE(selected.transitions()->rowCount(), 0);  // cleared at once, never the previous record's
+    QTRY_VERIFY(selected.record().has_value());
+    QCOMPARE(selected.fundFlows()->rowCount(), 2);
+    QCOMPARE(selected.fundFlows()->duplicateCount(), 1);
+    QVERIFY(!selected.fundFlows()->index(0, 0).data(FundFlowModel::IsDuplicateRole).toBool());
+    QVERIFY(selected.fundFlows()->index(1, 0).data(FundFlowModel::IsDuplicateRole).toBool());
+    QCOMPARE(selected.fundFlows()->index(1, FundFlowModel::Kind).data(Qt::BackgroundRole).value<QBrush>().color(),
+             duplicateFlowBackground());
+    QVERIFY(!selected.fundFlows()->index(0, 0).data(Qt::BackgroundRole).isValid());
+    QCOMPARE(selected.fundFlows()->index(0, FundFlowModel::Amount).data().toString(), QStringLiteral("29.90 CNY"));
+
+    selected.refresh();  // same record again: rows kept in place
+    QTRY_VERIFY(!selected.isLoading());
+    QCOMPARE(selected.fundFlows()->rowCount(), 2);
+
+    selected.select("no-such-key");
+    QTRY_VERIFY(selected.isMissing());
+    selected.select("");
+    QCOMPARE(selected.fundFlows()->rowCount(), 0);
+  }
+
+  void aLateAnswerForThePreviousSelectionIsDropped() {
+    SelectedRecord selected(session_.get());
+    QSignalSpy answered(session_.get(), &DatabaseSession::evidenceFetched);
+    QSignalSpy skipped(session_.get(), &DatabaseSession::jobDropped);
+    selected.select(scenario_.unknownDoubleDebit);
+    selected.select(scenario_.success);
+    // Both requests are answered or skipped as stale by the worker; only the second one shows.
+    QTRY_COMPARE(answered.count() + skipped.count(), 2);
+    QVERIFY(selected.record().has_value());
+    QCOMPARE(selected.record()->idempotencyKey, scenario_.success);
+    QCOMPARE(selected.fundFlows()->rowCount(), 1);
+  }
+
+  void countsComeFromTheUnsettledIndex() {
+    QSignalSpy spy(session_.get(), &DatabaseSession::countsFetched);
+    Generation g;
+    const quint64 job = session_->fetchCounts(g.ticket(session_->nextJob()));
+    QTRY_COMPARE(spy.count(), 1);
+    QCOMPARE(spy.at(0).at(0).toULongLong(), job);
+    const auto counts = spy.at(0).at(1).value<UnsettledCounts>();
+    QCOMPARE(counts.processing, 2);
+    QCOMPARE(counts.processingPastLease, 1);
+    QCOMPARE(counts.unknown, 3);
+  }
+};
+
+QTEST_MAIN(TestAdminModels)
+#include "tst_admin_models.moc"

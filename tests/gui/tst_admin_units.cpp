@@ -1,0 +1,258 @@
+// The admin app's pure pieces, no database: how ages, money, CSV and evidence read; what is
+// remembered of a connection; the backoff; that query building binds every value the operator
+// types; and that refreshing a keyed model in place keeps selections (under QAbstractItemModelTester).
+#include <QAbstractItemModelTester>
+#include <QBuffer>
+#include <QRandomGenerator>
+#include <QSettings>
+#include <QStandardItemModel>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "models/age_text.hpp"
+#include "models/connection_profile.hpp"
+#include "models/csv_writer.hpp"
+#include "models/job_ticket.hpp"
+#include "models/keyed_rows_model.hpp"
+#include "models/money_text.hpp"
+#include "models/reconnect_backoff.hpp"
+#include "models/record_page_query.hpp"
+#include "models/settle_evidence.hpp"
+#include "models/timestamps.hpp"
+
+using namespace idem;
+using namespace idem::admin;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Rows are (key, value) pairs; the smallest model that exercises replaceRows.
+struct Item {
+  int key = 0;
+  int value = 0;
+};
+
+class ItemModel : public KeyedRowsModel<Item, int> {
+ public:
+  using KeyedRowsModel::KeyedRowsModel;
+  int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : 2; }
+  QVariant data(const QModelIndex& index, int role) const override {
+    if (!index.isValid() || role != Qt::DisplayRole) return {};
+    const Item& i = rows_[static_cast<std::size_t>(index.row())];
+    return index.column() == 0 ? i.key : i.value;
+  }
+  void set(std::vector<Item> items) { replaceRows(std::move(items)); }
+  void append(std::vector<Item> items) { appendRows(std::move(items)); }
+
+ protected:
+  int keyOf(const Item& i) const override { return i.key; }
+  bool sameContent(const Item& a, const Item& b) const override { return a.value == b.value; }
+};
+
+std::vector<int> keys(const ItemModel& m) {
+  std::vector<int> out;
+  for (const Item& i : m.rows()) out.push_back(i.key);
+  return out;
+}
+
+}  // namespace
+
+class TestAdminUnits : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void ageReadsInTwoUnitsAtMost() {
+    QCOMPARE(ageText(0s), QStringLiteral("0 s"));
+    QCOMPARE(ageText(-5s), QStringLiteral("0 s"));
+    QCOMPARE(ageText(45s), QStringLiteral("45 s"));
+    QCOMPARE(ageText(12min + 30s), QStringLiteral("12 min"));
+    QCOMPARE(ageText(3h), QStringLiteral("3 h"));
+    QCOMPARE(ageText(3h + 20min + 5s), QStringLiteral("3 h 20 min"));
+    QCOMPARE(ageText(std::chrono::hours(52)), QStringLiteral("2 d 4 h"));
+  }
+
+  void moneyUsesTheCurrencysMinorUnit() {
+    QCOMPARE(moneyText(2990, "CNY"), QStringLiteral("29.90 CNY"));
+    QCOMPARE(moneyText(5, "EUR"), QStringLiteral("0.05 EUR"));
+    QCOMPARE(moneyText(1500, "JPY"), QStringLiteral("1500 JPY"));
+    QCOMPARE(moneyText(12345, "KWD"), QStringLiteral("12.345 KWD"));
+    QCOMPARE(moneyText(-250, "USD"), QStringLiteral("-2.50 USD"));
+  }
+
+  void isoTimeKeepsMicroseconds() {
+    const Timestamp t{std::chrono::microseconds(1'700'000'000'123'456)};
+    QCOMPARE(isoTime(t), QStringLiteral("2023-11-14T22:13:20.123456Z"));
+    const Timestamp before1970{std::chrono::microseconds(-1)};
+    QCOMPARE(isoTime(before1970), QStringLiteral("1969-12-31T23:59:59.999999Z"));
+  }
+
+  void csvQuotesWhatRfc4180Requires() {
+    QCOMPARE(csvField(QStringLiteral("plain")), QStringLiteral("plain"));
+    QCOMPARE(csvField(QStringLiteral("a,b")), QStringLiteral("\"a,b\""));
+    QCOMPARE(csvField(QStringLiteral("say \"hi\"")), QStringLiteral("\"say \"\"hi\"\"\""));
+    QCOMPARE(csvField(QStringLiteral("two\nlines")), QStringLiteral("\"two\nlines\""));
+
+    QStandardItemModel model(2, 2);
+    model.setHorizontalHeaderLabels({QStringLiteral("Key"), QStringLiteral("Note, with comma")});
+    model.setItem(0, 0, new QStandardItem(QStringLiteral("k'1")));
+    model.setItem(0, 1, new QStandardItem(QStringLiteral("he said \"no\"")));
+    model.setItem(1, 0, new QStandardItem(QStringLiteral("k2")));
+    auto* exact = new QStandardItem(QStringLiteral("shown"));
+    exact->setData(QStringLiteral("exact"), Qt::UserRole + 7);
+    model.setItem(1, 1, exact);
+    QBuffer buffer;
+    buffer.open(QIODevice::WriteOnly);
+    QCOMPARE(writeCsv(model, buffer, Qt::UserRole + 7), 2);
+    QCOMPARE(QString::fromUtf8(buffer.data()),
+             QStringLiteral("Key,\"Note, with comma\"\r\nk'1,\"he said \"\"no\"\"\"\r\nk2,exact\r\n"));
+  }
+
+  void evidenceIsAnObjectWithTheGatewayRef() {
+    QVERIFY(!buildEvidence({}).json.has_value());
+    QVERIFY(buildEvidence({}).error.isEmpty());
+    QCOMPARE(QString::fromStdString(*buildEvidence({QStringLiteral(" gw-1 "), {}}).json),
+             QStringLiteral(R"({"gateway_ref":"gw-1"})"));
+    const auto merged = buildEvidence({QStringLiteral("gw-1"), QStringLiteral(R"({"line": 4})")});
+    QCOMPARE(QString::fromStdString(*merged.json), QStringLiteral(R"({"gateway_ref":"gw-1","line":4})"));
+    QVERIFY(buildEvidence({{}, QStringLiteral("{not json")}).error.contains(QStringLiteral("not valid JSON")));
+    QVERIFY(buildEvidence({{}, QStringLiteral("[1, 2]")}).error.contains(QStringLiteral("object")));
+    QVERIFY(!buildEvidence({QStringLiteral("gw-2"), QStringLiteral(R"({"gateway_ref": "gw-1"})")}).error.isEmpty());
+  }
+
+  void profileNeverStoresAPassword() {
+    QTemporaryDir dir;
+    QSettings settings(dir.filePath(QStringLiteral("admin.ini")), QSettings::IniFormat);
+    ConnectionProfile p;
+    p.useDsn = true;
+    p.dsn = QStringLiteral("host=db password='s3 cr\\'et' dbname=idem user=alice");
+    p.save(settings);
+    settings.sync();
+    QFile file(dir.filePath(QStringLiteral("admin.ini")));
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    const QByteArray stored = file.readAll();
+    QVERIFY2(!stored.contains("s3"), stored.constData());
+    QVERIFY(!stored.contains("password"));
+    const ConnectionProfile loaded = ConnectionProfile::load(settings);
+    QCOMPARE(loaded.dsn, QStringLiteral("host=db dbname=idem user=alice"));
+
+    QCOMPARE(withoutPassword(QStringLiteral("postgresql://alice:pw@db:5432/idem?sslmode=require&password=x")),
+             QStringLiteral("postgresql://alice@db:5432/idem?sslmode=require"));
+  }
+
+  void profileBuildsAQuotedDsn() {
+    ConnectionProfile p;
+    p.host = QStringLiteral("db.internal");
+    p.port = QStringLiteral("6432");
+    p.dbname = QStringLiteral("idem");
+    p.user = QStringLiteral("o'brien");
+    QCOMPARE(QString::fromStdString(p.toDsn(QStringLiteral("p\\w"))),
+             QStringLiteral(R"(host='db.internal' port='6432' dbname='idem' user='o\'brien' password='p\\w')"));
+    ConnectionProfile empty;
+    QCOMPARE(QString::fromStdString(empty.toDsn()), QString());  // libpq's environment decides
+  }
+
+  void backoffDoublesToItsCeiling() {
+    ReconnectBackoff b(500ms, 4s);
+    QCOMPARE(b.next(), 500ms);
+    QCOMPARE(b.next(), 1000ms);
+    QCOMPARE(b.next(), 2000ms);
+    QCOMPARE(b.next(), 4000ms);
+    QCOMPARE(b.next(), 4000ms);
+    b.reset();
+    QCOMPARE(b.next(), 500ms);
+  }
+
+  void staleTicketsAreRecognised() {
+    Generation g;
+    const JobTicket first = g.ticket(1);
+    QVERIFY(!first.isStale());
+    g.advance();
+    QVERIFY(first.isStale());
+    QVERIFY(!g.ticket(2).isStale());
+    const JobTicket settle{3, 0, nullptr};
+    QVERIFY(!settle.isStale());
+  }
+
+  void typedFilterTextIsAlwaysABoundParameter() {
+    RecordFilter f;
+    f.key = "x'); DROP TABLE idem.records; --";
+    f.bizIdPrefix = R"(o'br\%_)";
+    f.bizType = "payment' OR '1'='1";
+    f.statuses = {RecordStatus::Processing, RecordStatus::Unknown};
+    f.from = Timestamp(std::chrono::microseconds(1));
+    f.within = std::chrono::seconds(60);
+    const RecordCursor cursor{Timestamp(std::chrono::microseconds(5)), "cursor'key"};
+    for (const BoundQuery& q : {pageQuery(f, cursor, 50), windowQuery(f, cursor, 50), moreAfterQuery(f, cursor)}) {
+      for (const std::string& typed : {f.key, f.bizIdPrefix, f.bizType, cursor.key}) {
+        QVERIFY2(q.sql.find(typed) == std::string::npos, q.sql.c_str());
+        QVERIFY(std::find(q.params.begin(), q.params.end(), typed) != q.params.end());
+      }
+      QVERIFY(q.sql.find("OFFSET") == std::string::npos);
+      QVERIFY(q.sql.find('\'' + std::string("payment")) == std::string::npos);
+    }
+  }
+
+  void keysetConditionFollowsTheOrder() {
+    const RecordCursor c{Timestamp(std::chrono::microseconds(7)), "k"};
+    RecordFilter f;
+    f.order = RecordOrder::UpdatedDesc;
+    QVERIFY(pageQuery(f, c, 10).sql.find("(updated_at, idempotency_key) < (") != std::string::npos);
+    QVERIFY(pageQuery(f, c, 10).sql.find("ORDER BY updated_at DESC, idempotency_key DESC") != std::string::npos);
+    f.order = RecordOrder::CreatedAsc;
+    QVERIFY(pageQuery(f, c, 10).sql.find("(created_at, idempotency_key) > (") != std::string::npos);
+    QVERIFY(windowQuery(f, c, 10).sql.find("(created_at, idempotency_key) <= (") != std::string::npos);
+  }
+
+  void replaceRowsKeepsPersistentIndexesThroughRandomChanges() {
+    ItemModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    auto* random = QRandomGenerator::global();
+    int nextKey = 0;
+    std::vector<Item> current;
+    for (int round = 0; round < 300; ++round) {
+      // Keep some rows (some with a new value), drop some, shuffle some, add some.
+      std::vector<Item> next;
+      for (const Item& i : current) {
+        if (random->bounded(5) == 0) continue;
+        next.push_back({i.key, random->bounded(3) == 0 ? i.value + 1 : i.value});
+      }
+      for (int k = 0; k < static_cast<int>(next.size()); ++k) {
+        if (random->bounded(6) == 0) std::swap(next[static_cast<std::size_t>(k)], next[random->bounded(static_cast<quint32>(next.size()))]);
+      }
+      const int added = static_cast<int>(random->bounded(6));
+      for (int a = 0; a < added; ++a) {
+        next.insert(next.begin() + random->bounded(static_cast<quint32>(next.size() + 1)), {nextKey++, 0});
+      }
+      // Track one surviving row through the change.
+      QPersistentModelIndex tracked;
+      int trackedKey = -1;
+      if (!current.empty()) {
+        const int row = static_cast<int>(random->bounded(static_cast<quint32>(current.size())));
+        tracked = model.index(row, 1);
+        trackedKey = current[static_cast<std::size_t>(row)].key;
+      }
+      model.set(next);
+      std::vector<int> expected;
+      for (const Item& i : next) expected.push_back(i.key);
+      QCOMPARE(keys(model), expected);
+      for (std::size_t i = 0; i < next.size(); ++i) QCOMPARE(model.rows()[i].value, next[i].value);
+      const bool survived = std::any_of(next.begin(), next.end(), [&](const Item& i) { return i.key == trackedKey; });
+      if (trackedKey >= 0) {
+        QCOMPARE(tracked.isValid(), survived);
+        if (survived) QCOMPARE(model.index(tracked.row(), 0).data().toInt(), trackedKey);
+      }
+      current = next;
+    }
+  }
+
+  void appendSkipsRowsAlreadyShown() {
+    ItemModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.append({{1, 0}, {2, 0}});
+    model.append({{2, 5}, {3, 0}});
+    QCOMPARE(keys(model), (std::vector<int>{1, 2, 3}));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestAdminUnits)
+#include "tst_admin_units.moc"
