@@ -89,15 +89,23 @@ BEGIN
     FOR round IN 1..5 LOOP
         -- The unique indexes decide: the key's primary key and the one-live-record-per-business-
         -- object index. Whoever inserts first owns the record; everyone else waits for that
-        -- transaction and then finds the row.
-        INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status,
-                                  lease_expires_at, request_payload)
-        VALUES (p_key, p_biz_type, p_biz_id, p_tool, v_hash, 'PROCESSING', now() + p_lease,
-                p_request_payload)
-        ON CONFLICT DO NOTHING;
+        -- transaction and then finds the row. The common case, a new key, costs one statement
+        -- that also writes its attempt.
+        WITH claimed AS (
+            INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status,
+                                      lease_expires_at, request_payload)
+            VALUES (p_key, p_biz_type, p_biz_id, p_tool, v_hash, 'PROCESSING', now() + p_lease,
+                    p_request_payload)
+            ON CONFLICT DO NOTHING
+            RETURNING 1)
+        INSERT INTO idem.attempts (idempotency_key, biz_type, biz_id, tool, trigger_source,
+                                   outcome, request_hash, agent_id, trace_id)
+        SELECT p_key, p_biz_type, p_biz_id, p_tool, p_trigger_source, 'executed', v_hash,
+               p_agent_id, p_trace_id
+          FROM claimed;
         IF FOUND THEN
             outcome := 'executed'; status := 'PROCESSING'; version := 1;
-            EXIT;
+            RETURN;
         END IF;
 
         SELECT r.status, r.version, r.request_hash, r.biz_type, r.biz_id, r.response_payload

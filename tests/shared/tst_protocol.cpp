@@ -301,7 +301,7 @@ class TestProtocol : public QObject {
     QCOMPARE(sqlstateOf([&] { translatingErrors("update", [&] {
       pqxx::nontransaction tx(*conn_);
       tx.exec("UPDATE idem.records SET status = 'DONE' WHERE idempotency_key = 'p'"); }); }, &message), 23000);
-    QVERIFY2(message.find("records_status_valid") != std::string::npos, message.c_str());
+    QVERIFY2(message.find("record_status_valid") != std::string::npos, message.c_str());
     // Identity columns never change.
     QCOMPARE(sqlstateOf([&] { translatingErrors("update", [&] {
       pqxx::nontransaction tx(*conn_);
@@ -339,7 +339,7 @@ class TestProtocol : public QObject {
       pqxx::nontransaction tx(*conn_);
       tx.exec("INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status, lease_expires_at) VALUES ('k2', 'payment', 'o1', 'pay', 'h', 'PROCESSING', now())"); }); });
     QCOMPARE(cls, 23000);
-    QCOMPARE(count("SELECT count(*) FROM pg_indexes WHERE indexname='records_one_success_per_biz' AND indexdef LIKE '%WHERE (status = ''SUCCESS''::text)%'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM pg_indexes WHERE indexname='records_one_success_per_biz' AND indexdef LIKE '%WHERE ((status)::text = ''SUCCESS''::text)%'"), 1LL);
   }
 
   void badInputGivesClearErrorsAndChangesNothing() {

@@ -88,11 +88,11 @@ class TestVocabulary : public QObject {
       words.sort();
       return words;
     };
-    QCOMPARE(allowedBy("records_status_valid"), spelled(allValues<RecordStatus>()));
-    QCOMPARE(allowedBy("attempts_trigger_source_valid"), spelled(allValues<TriggerSource>()));
-    QCOMPARE(allowedBy("attempts_outcome_valid"), spelled(allValues<Outcome>()));
-    QCOMPARE(allowedBy("fund_flows_kind_valid"), spelled(allValues<FundFlowKind>()));
-    QCOMPARE(allowedBy("transitions_actor_kind_valid"), spelled(allValues<ActorKind>()));
+    QCOMPARE(allowedBy("record_status_valid"), spelled(allValues<RecordStatus>()));
+    QCOMPARE(allowedBy("trigger_source_valid"), spelled(allValues<TriggerSource>()));
+    QCOMPARE(allowedBy("attempt_outcome_valid"), spelled(allValues<Outcome>()));
+    QCOMPARE(allowedBy("fund_flow_kind_valid"), spelled(allValues<FundFlowKind>()));
+    QCOMPARE(allowedBy("actor_kind_valid"), spelled(allValues<ActorKind>()));
   }
 };
 
