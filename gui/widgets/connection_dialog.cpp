@@ -28,6 +28,14 @@ ConnectionDialog::ConnectionDialog(const ConnectionProfile& profile, QWidget* pa
   setWindowTitle(QStringLiteral("Connect to the idem database"));
   setMinimumWidth(520);
 
+  useFields_->setObjectName(QStringLiteral("connectionUseFields"));
+  useDsn_->setObjectName(QStringLiteral("connectionUseDsn"));
+  dsn_->setObjectName(QStringLiteral("connectionDsn"));
+  host_->setObjectName(QStringLiteral("connectionHost"));
+  port_->setObjectName(QStringLiteral("connectionPort"));
+  dbname_->setObjectName(QStringLiteral("connectionDatabase"));
+  user_->setObjectName(QStringLiteral("connectionUser"));
+  problem_->setObjectName(QStringLiteral("connectionProblem"));
   problem_->setWordWrap(true);
   problem_->setStyleSheet(QStringLiteral("color: #B71C1C;"));
   problem_->setVisible(false);

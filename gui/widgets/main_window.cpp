@@ -255,6 +255,7 @@ void MainWindow::buildLayout() {
   splitter->addWidget(detail_);
   splitter->setStretchFactor(0, 3);
   splitter->setStretchFactor(1, 2);
+  splitter->setSizes({600, 320});
   splitter->setChildrenCollapsible(false);
   setCentralWidget(splitter);
 

@@ -19,6 +19,7 @@
 #include "models/selected_record.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "widgets/column_widths.hpp"
 
 namespace idem::admin {
 namespace {
@@ -122,25 +123,15 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
   body->addWidget(tabs_, 1);
   outer->addLayout(body, 1);
 
-  const int em = fontMetrics().horizontalAdvance(QLatin1Char('M'));
-  timeline_->setColumnWidth(0, 11 * em);
-  timeline_->setColumnWidth(1, 7 * em);
-  timeline_->setColumnWidth(2, 7 * em);
-  timeline_->setColumnWidth(3, 3 * em);
-  timeline_->setColumnWidth(4, 8 * em);
-  timeline_->setColumnWidth(5, 5 * em);
-  timeline_->setColumnWidth(6, 16 * em);
-  attempts_->setColumnWidth(0, 11 * em);
-  attempts_->setColumnWidth(1, 6 * em);
-  attempts_->setColumnWidth(2, 8 * em);
-  attempts_->setColumnWidth(3, 7 * em);
-  attempts_->setColumnWidth(4, 9 * em);
-  fundFlows_->setColumnWidth(0, 11 * em);
-  fundFlows_->setColumnWidth(1, 5 * em);
-  fundFlows_->setColumnWidth(2, 7 * em);
-  fundFlows_->setColumnWidth(3, 10 * em);
-  fundFlows_->setColumnWidth(4, 12 * em);
-  fundFlows_->setColumnWidth(5, 6 * em);
+  const QString time = QStringLiteral("2026-11-30 02:44:06");
+  fitColumns(timeline_, {time, QStringLiteral("PROCESSING"), QStringLiteral("PROCESSING"), QStringLiteral("99"),
+                         QStringLiteral("checkout_agent"), QStringLiteral("operator"),
+                         QStringLiteral("gateway console shows the capture; statement")});
+  fitColumns(attempts_, {time, QStringLiteral("framework"), QStringLiteral("payload_mismatch"),
+                         QStringLiteral("checkout-agent-4"), QStringLiteral("0123456789abcdef")});
+  fitColumns(fundFlows_, {time, QStringLiteral("UNFREEZE"), QStringLiteral("99 999.99 CNY"),
+                          QStringLiteral("gw-0123456789ab"), QStringLiteral("issue_coupon:cpn-49183:73f301"),
+                          QStringLiteral("Duplicate of")});
 
   stack_->addWidget(placeholder_);
   stack_->addWidget(page);

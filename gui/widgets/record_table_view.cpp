@@ -4,6 +4,7 @@
 #include <QScrollBar>
 
 #include "models/record_table_model.hpp"
+#include "widgets/column_widths.hpp"
 
 namespace idem::admin {
 
@@ -61,19 +62,21 @@ void RecordTableView::restoreTopRow() {
 }
 
 void RecordTableView::applyRecordColumnWidths() {
-  const int em = fontMetrics().horizontalAdvance(QLatin1Char('M'));
-  const auto width = [this](int column, int w) { setColumnWidth(column, w); };
-  width(RecordTableModel::Status, 8 * em);
-  width(RecordTableModel::Age, 7 * em);
-  width(RecordTableModel::Key, 17 * em);
-  width(RecordTableModel::BizType, 6 * em);
-  width(RecordTableModel::BizId, 10 * em);
-  width(RecordTableModel::Tool, 8 * em);
-  width(RecordTableModel::Version, 3 * em);
-  width(RecordTableModel::Attempts, 4 * em);
-  width(RecordTableModel::Updated, 11 * em);
-  width(RecordTableModel::Created, 11 * em);
-  width(RecordTableModel::LeaseExpires, 11 * em);
+  const QString time = QStringLiteral("2026-11-30 02:44:06");
+  QStringList samples;
+  samples.resize(RecordTableModel::ColumnCount);
+  samples[RecordTableModel::Status] = QStringLiteral("PROCESSING");
+  samples[RecordTableModel::Age] = QStringLiteral("23 h 59 min");
+  samples[RecordTableModel::Key] = QStringLiteral("issue_coupon:cpn-49183:73f301");
+  samples[RecordTableModel::BizType] = QStringLiteral("payment");
+  samples[RecordTableModel::BizId] = QStringLiteral("ord-00000000");
+  samples[RecordTableModel::Tool] = QStringLiteral("issue_coupon");
+  samples[RecordTableModel::Version] = QStringLiteral("99");
+  samples[RecordTableModel::Attempts] = QStringLiteral("99");
+  samples[RecordTableModel::Updated] = time;
+  samples[RecordTableModel::Created] = time;
+  samples[RecordTableModel::LeaseExpires] = time;
+  fitColumns(this, samples, RecordTableModel::Status);
   showOrder(order_);
 }
 

@@ -20,6 +20,7 @@
 #include "models/settle_evidence.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "widgets/column_widths.hpp"
 
 namespace idem::admin {
 namespace {
@@ -91,6 +92,9 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen, std::ve
   auto* flowsLayout = new QVBoxLayout(flowsBox);
   auto* flowsView = makeTable(&flows_, flowsBox, QStringLiteral("settleFlows"));
   flowsView->setMaximumHeight(130);
+  fitColumns(flowsView, {QStringLiteral("2026-11-30 02:44:06"), QStringLiteral("UNFREEZE"),
+                         QStringLiteral("99 999.99 CNY"), QStringLiteral("gw-0123456789ab"),
+                         QStringLiteral("issue_coupon:cpn-49183:73f301"), QStringLiteral("Duplicate of")});
   flowsLayout->addWidget(flowsView);
   layout->addWidget(flowsBox);
 
@@ -138,6 +142,9 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen, std::ve
   auto* conflictLayout = new QVBoxLayout(conflictBox_);
   conflictView_ = makeTable(&changesSince_, conflictBox_, QStringLiteral("settleConflictTable"));
   conflictView_->setMaximumHeight(120);
+  fitColumns(conflictView_, {QStringLiteral("2026-11-30 02:44:06"), QStringLiteral("PROCESSING"),
+                             QStringLiteral("PROCESSING"), QStringLiteral("99"), QStringLiteral("checkout_agent"),
+                             QStringLiteral("operator"), QStringLiteral("gateway console shows the capture")});
   conflictLayout->addWidget(conflictView_);
   conflictBox_->setVisible(false);
   layout->addWidget(conflictBox_);

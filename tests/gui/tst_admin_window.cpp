@@ -13,13 +13,16 @@
 #include <QPushButton>
 #include <QRadioButton>
 #include <QScrollBar>
+#include <QSettings>
 #include <QSignalSpy>
+#include <QStandardPaths>
 #include <QtTest>
 
 #include "admin_fixture.hpp"
 #include "models/database_session.hpp"
 #include "models/record_table_model.hpp"
 #include "models/selected_record.hpp"
+#include "widgets/connection_dialog.hpp"
 #include "widgets/main_window.hpp"
 #include "widgets/record_detail_view.hpp"
 #include "widgets/record_filter_bar.hpp"
@@ -406,6 +409,55 @@ class TestAdminWindow : public QObject {
     QCOMPARE(w->recordsModel()->rowOfKey("arrives-2"), -1);
     w->setPaused(false);
     QTRY_VERIFY(w->recordsModel()->rowOfKey("arrives-2") >= 0);
+  }
+
+  void connectionDialogRemembersEverythingButThePassword() {
+    QStandardPaths::setTestModeEnabled(true);  // QSettings under ~/.qttest, not the user's
+    QSettings().clear();
+    // Fills the modal dialog once it is up, then presses Connect.
+    const auto answer = [](const std::function<void(ConnectionDialog*)>& fill) {
+      auto* poll = new QTimer;
+      QObject::connect(poll, &QTimer::timeout, poll, [poll, fill] {
+        if (auto* d = qobject_cast<ConnectionDialog*>(QApplication::activeModalWidget())) {
+          fill(d);
+          d->accept();
+          poll->deleteLater();
+        }
+      });
+      poll->start(10);
+    };
+    answer([](ConnectionDialog* d) {
+      child<QLineEdit>(d, "connectionHost")->setText(QStringLiteral("db.internal"));
+      child<QLineEdit>(d, "connectionPort")->setText(QStringLiteral("6432"));
+      child<QLineEdit>(d, "connectionDatabase")->setText(QStringLiteral("idem"));
+      child<QLineEdit>(d, "connectionUser")->setText(QStringLiteral("alice"));
+      child<QLineEdit>(d, "connectionPassword")->setText(QStringLiteral("s3cret"));
+    });
+    const auto first = ConnectionDialog::ask(nullptr);
+    QVERIFY(first.has_value());
+    QCOMPARE(QString::fromStdString(first->dsn),
+             QStringLiteral("host='db.internal' port='6432' dbname='idem' user='alice' password='s3cret'"));
+    QSettings settings;
+    settings.sync();
+    QFile stored(settings.fileName());
+    QVERIFY(stored.open(QIODevice::ReadOnly));
+    const QByteArray text = stored.readAll();
+    QVERIFY(text.contains("db.internal"));
+    QVERIFY2(!text.contains("s3cret"), text.constData());
+
+    // Next time: the same fields, an empty password; a DSN with a password is stored without it.
+    answer([](ConnectionDialog* d) {
+      QCOMPARE(child<QLineEdit>(d, "connectionHost")->text(), QStringLiteral("db.internal"));
+      QCOMPARE(child<QLineEdit>(d, "connectionPassword")->text(), QString());
+      child<QRadioButton>(d, "connectionUseDsn")->setChecked(true);
+      child<QLineEdit>(d, "connectionDsn")->setText(QStringLiteral("host=db2 user=bob password=hunter2"));
+    });
+    const auto second = ConnectionDialog::ask(nullptr);
+    QVERIFY(second.has_value());
+    QCOMPARE(second->dsn, std::string("host=db2 user=bob password=hunter2"));  // used, in memory
+    QSettings again;
+    QCOMPARE(again.value(QStringLiteral("connection/dsn")).toString(), QStringLiteral("host=db2 user=bob"));
+    QVERIFY(again.value(QStringLiteral("connection/useDsn")).toBool());
   }
 
   void statusBarShowsRoleServerAndCounts() {

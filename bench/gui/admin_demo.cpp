@@ -1,0 +1,139 @@
+// A demo database for the admin app, and the screenshot in docs/screenshots/.
+//
+//   idemwatch-admin-demo --db.dsn "host=... user=postgres" --seed
+//       (re)creates database idemwatch_demo, migrates it and seeds it through the protocol functions
+//   idemwatch-admin-demo --db.dsn "..." --screenshot docs/screenshots/admin-main.png
+//       opens the main window as the operator alice, selects the stuck showcase record and saves
+//       the window as PNG (run it under xvfb-run for the real X11 rendering)
+#include <QApplication>
+#include <QDir>
+#include <QPixmap>
+#include <QTabWidget>
+#include <QTimer>
+#include <QDeadlineTimer>
+#include <QFileInfo>
+#include <functional>
+#include <iostream>
+#include <pqxx/pqxx>
+
+#include "demo_records.hpp"
+#include "idem/command_line.hpp"
+#include "idem/connection_settings.hpp"
+#include "idem/migrations.hpp"
+#include "models/database_session.hpp"
+#include "models/record_table_model.hpp"
+#include "models/selected_record.hpp"
+#include "widgets/main_window.hpp"
+#include "widgets/record_detail_view.hpp"
+#include "widgets/record_table_view.hpp"
+
+using namespace idem;
+
+namespace {
+
+// Runs the event loop until ready() or the deadline.
+bool waitFor(const std::function<bool()>& ready, int timeoutMs) {
+  const QDeadlineTimer deadline(timeoutMs);
+  while (!ready()) {
+    if (deadline.hasExpired()) return false;
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+  }
+  return true;
+}
+
+int seed(const std::string& serverDsn, const std::string& database) {
+  {
+    pqxx::connection server(serverDsn);
+    pqxx::nontransaction tx(server);
+    tx.exec("DROP DATABASE IF EXISTS " + tx.quote_name(database) + " WITH (FORCE)");
+    tx.exec("CREATE DATABASE " + tx.quote_name(database));
+  }
+  const std::string dsn = serverDsn + " dbname=" + database;
+  pqxx::connection owner(dsn);
+  migrate(owner, bundledMigrations());
+  const bench::DemoResult result = bench::seedDemo(owner, dsn);
+  pqxx::nontransaction tx(owner);
+  tx.exec("CREATE SCHEMA idem_demo");
+  tx.exec_params("CREATE TABLE idem_demo.showcase AS SELECT $1::text AS key", result.showcase);
+  std::cout << "seeded " << result.records << " records into " << database << "; showcase: " << result.showcase
+            << "\nopen it with:\n  idemwatch-admin --db.dsn \"" << dsn << " user=alice\"\n";
+  return 0;
+}
+
+int screenshot(const std::string& serverDsn, const std::string& database, const QString& file) {
+  const std::string dsn = serverDsn + " dbname=" + database;
+  std::string showcase;
+  {
+    pqxx::connection owner(dsn);
+    showcase = pqxx::nontransaction(owner).exec("SELECT key FROM idem_demo.showcase")[0][0].c_str();
+  }
+  admin::MainWindow::Options options;
+  admin::MainWindow window(options);
+  window.resize(1600, 1000);
+  window.connectTo(ConnectionSettings::resolve(dsn + " user=alice"));
+  window.show();
+  auto ready = [&] {
+    return window.session()->isConnected() && window.recordsModel()->rowCount() > 0 &&
+           !window.recordsModel()->isLoading() && window.attentionModel()->rowCount() > 0 &&
+           window.countsText().contains(QStringLiteral("unknown"));
+  };
+  if (!waitFor(ready, 20000)) {
+    std::cerr << "the window did not load: " << window.connectionStatusText().toStdString() << "\n";
+    return 1;
+  }
+  // Load until the showcase is in the table, then select it where it is, among its neighbours.
+  while (window.recordsModel()->rowOfKey(showcase) < 0 && window.recordsModel()->hasMore()) {
+    window.recordsModel()->fetchMore({});
+    waitFor([&] { return !window.recordsModel()->isLoading(); }, 10000);
+  }
+  window.showRecords();
+  if (!window.selectRecord(QString::fromStdString(showcase))) {
+    std::cerr << "showcase " << showcase << " not found\n";
+    return 1;
+  }
+  window.recordsView()->scrollToTop();
+  if (!waitFor([&] { return window.selectedRecord()->record().has_value(); }, 10000)) return 1;
+  window.detailView()->tabs()->setCurrentIndex(0);
+  waitFor([] { return false; }, 300);  // let the last repaint happen
+  QDir().mkpath(QFileInfo(file).absolutePath());
+  if (!window.grab().save(file)) {
+    std::cerr << "cannot write " << file.toStdString() << "\n";
+    return 1;
+  }
+  std::cout << "wrote " << file.toStdString() << " (" << window.width() << "x" << window.height() << ")\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char* argv[]) {
+  const std::vector<FlagSpec> specs{
+      {"db.dsn", true, "DSN", "a superuser DSN of the cluster (its maintenance database)"},
+      {"database", true, "NAME", "demo database (default idemwatch_demo)"},
+      {"seed", false, "", "drop, create, migrate and seed the demo database"},
+      {"screenshot", true, "FILE", "save the main window, a stuck record selected, as PNG"},
+      {"help", false, "", "this help"},
+  };
+  try {
+    const CommandLine flags(std::vector<std::string>(argv + 1, argv + argc), specs);
+    if (flags.has("help") || !flags.has("db.dsn")) {
+      std::cout << "usage: idemwatch-admin-demo --db.dsn DSN [--seed] [--screenshot FILE]\n"
+                << CommandLine::describe(specs);
+      return flags.has("help") ? 0 : 2;
+    }
+    const std::string serverDsn = *flags.value("db.dsn");
+    const std::string database = flags.valueOr("database", "idemwatch_demo");
+    if (flags.has("seed") && seed(serverDsn, database) != 0) return 1;
+    if (auto file = flags.value("screenshot")) {
+      QApplication app(argc, argv);
+      return screenshot(serverDsn, database, QString::fromStdString(*file));
+    }
+    return 0;
+  } catch (const UsageError& e) {
+    std::cerr << "idemwatch-admin-demo: " << e.what() << "\n" << CommandLine::describe(specs);
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "idemwatch-admin-demo: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,37 @@
+// How long the GUI thread's event loop was ever kept from running: a 5 ms timer notes the gap
+// between its ticks; the gap beyond 5 ms is a stall (a database call on the GUI thread would show
+// up here as the statement's whole duration).
+#pragma once
+
+#include <QElapsedTimer>
+#include <QObject>
+#include <QTimer>
+
+namespace idem::bench {
+
+class EventLoopStall : public QObject {
+  Q_OBJECT
+
+ public:
+  explicit EventLoopStall(QObject* parent = nullptr);
+
+  void start();
+  void reset();
+  double longestMs() const { return static_cast<double>(longestNs_) / 1e6; }
+  int over16Ms() const { return over16_; }
+  int over50Ms() const { return over50_; }
+  long long ticks() const { return ticks_; }
+
+ private:
+  void tick();
+
+  QTimer timer_;
+  QElapsedTimer clock_;
+  qint64 lastNs_ = 0;
+  qint64 longestNs_ = 0;
+  int over16_ = 0;
+  int over50_ = 0;
+  long long ticks_ = 0;
+};
+
+}  // namespace idem::bench
