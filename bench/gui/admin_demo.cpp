@@ -4,7 +4,8 @@
 //       (re)creates database idemwatch_demo, migrates it and seeds it through the protocol functions
 //   idemwatch-admin-demo --db.dsn "..." --screenshot docs/screenshots/admin-main.png
 //       opens the main window as the operator alice, selects the stuck showcase record and saves
-//       the window as PNG (run it under xvfb-run for the real X11 rendering)
+//       the window as PNG (run it under xvfb-run for the real X11 rendering); with
+//       --settle-screenshot FILE also the settle dialog refusing FAILED on a double DEBIT
 #include <QApplication>
 #include <QDir>
 #include <QPixmap>
@@ -26,6 +27,9 @@
 #include "widgets/main_window.hpp"
 #include "widgets/record_detail_view.hpp"
 #include "widgets/record_table_view.hpp"
+#include "widgets/settle_dialog.hpp"
+
+#include <QPlainTextEdit>
 
 using namespace idem;
 
@@ -60,7 +64,31 @@ int seed(const std::string& serverDsn, const std::string& database) {
   return 0;
 }
 
-int screenshot(const std::string& serverDsn, const std::string& database, const QString& file) {
+// The settle dialog on an UNKNOWN payment with two DEBITs, FAILED chosen: the block and its override.
+int settleScreenshot(admin::MainWindow& window, const std::string& key, const QString& file) {
+  window.showAttention();
+  if (!waitFor([&] { return window.attentionModel()->rowOfKey(key) >= 0; }, 10000) ||
+      !window.selectRecord(QString::fromStdString(key)) ||
+      !waitFor([&] { return window.settleAction()->isEnabled(); }, 10000)) {
+    std::cerr << "cannot select " << key << "\n";
+    return 1;
+  }
+  admin::SettleDialog* dialog = window.openSettleDialog();
+  if (dialog == nullptr) return 1;
+  dialog->chooseTarget(RecordStatus::Failed);
+  dialog->findChild<QPlainTextEdit*>(QStringLiteral("settleReason"))
+      ->setPlainText(QStringLiteral("customer reports the payment failed"));
+  if (!waitFor([&] { return dialog->overrideOffered(); }, 10000)) return 1;
+  dialog->submit();  // refused: the override is not ticked
+  waitFor([] { return false; }, 300);
+  if (!dialog->grab().save(file)) return 1;
+  std::cout << "wrote " << file.toStdString() << " (" << dialog->width() << "x" << dialog->height() << ")\n";
+  dialog->reject();
+  return 0;
+}
+
+int screenshot(const std::string& serverDsn, const std::string& database, const QString& file,
+               const QString& settleFile) {
   const std::string dsn = serverDsn + " dbname=" + database;
   std::string showcase;
   {
@@ -101,7 +129,17 @@ int screenshot(const std::string& serverDsn, const std::string& database, const 
     return 1;
   }
   std::cout << "wrote " << file.toStdString() << " (" << window.width() << "x" << window.height() << ")\n";
-  return 0;
+  if (settleFile.isEmpty()) return 0;
+  std::string doubleDebit;
+  {
+    pqxx::connection owner(dsn);
+    const auto r = pqxx::nontransaction(owner).exec(
+        "SELECT r.idempotency_key FROM idem.records r JOIN idem.fund_flows f USING (biz_type, biz_id) "
+        "WHERE r.status = 'UNKNOWN' AND f.duplicate_of IS NOT NULL LIMIT 1");
+    if (r.empty()) return 1;
+    doubleDebit = r[0][0].c_str();
+  }
+  return settleScreenshot(window, doubleDebit, settleFile);
 }
 
 }  // namespace
@@ -112,6 +150,7 @@ int main(int argc, char* argv[]) {
       {"database", true, "NAME", "demo database (default idemwatch_demo)"},
       {"seed", false, "", "drop, create, migrate and seed the demo database"},
       {"screenshot", true, "FILE", "save the main window, a stuck record selected, as PNG"},
+      {"settle-screenshot", true, "FILE", "with --screenshot: also the settle dialog blocking FAILED on a DEBIT"},
       {"help", false, "", "this help"},
   };
   try {
@@ -126,7 +165,8 @@ int main(int argc, char* argv[]) {
     if (flags.has("seed") && seed(serverDsn, database) != 0) return 1;
     if (auto file = flags.value("screenshot")) {
       QApplication app(argc, argv);
-      return screenshot(serverDsn, database, QString::fromStdString(*file));
+      return screenshot(serverDsn, database, QString::fromStdString(*file),
+                        QString::fromStdString(flags.valueOr("settle-screenshot", "")));
     }
     return 0;
   } catch (const UsageError& e) {

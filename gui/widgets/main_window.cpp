@@ -404,7 +404,6 @@ void MainWindow::onTabChanged() {
   const QModelIndex current = activeView()->currentIndex();
   selected_->select(current.isValid() ? current.data(RecordTableModel::KeyRole).toString().toStdString()
                                       : std::string());
-  filterAction_->setEnabled(true);
   updateLoadedText();
 }
 

@@ -60,7 +60,7 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen, std::ve
       buttons_(new QDialogButtonBox(QDialogButtonBox::Cancel, this)) {
   setObjectName(QStringLiteral("settleDialog"));
   setWindowTitle(QStringLiteral("Settle %1").arg(text(seen_.idempotencyKey)));
-  setMinimumWidth(760);
+  setMinimumWidth(920);
   flows_.setFlows(std::move(flows));
 
   auto* layout = new QVBoxLayout(this);
