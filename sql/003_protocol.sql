@@ -56,6 +56,7 @@ DECLARE
     v_rtype   text;
     v_rid     text;
     v_resp    jsonb;
+    v_ctx     text;
 BEGIN
     IF p_key IS NULL OR char_length(p_key) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'idempotency key must be 1 to 255 characters, got %',
@@ -121,6 +122,7 @@ BEGIN
                 outcome := 'in_progress';
             ELSE
                 -- FAILED is a definite failure: the same request may run again, once.
+                v_ctx := idem.act('system', 'retried after FAILED (' || p_trigger_source || ')', '');
                 BEGIN
                     UPDATE idem.records AS r
                        SET status = 'PROCESSING', lease_expires_at = now() + p_lease,

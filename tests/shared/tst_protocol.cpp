@@ -132,6 +132,8 @@ class TestProtocol : public QObject {
     QCOMPARE(r.version, std::optional(3));
     QCOMPARE(count("SELECT attempt_count FROM idem.records WHERE idempotency_key='k1'"), 2LL);
     QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='k1' AND from_status='FAILED' AND to_status='PROCESSING' AND version=3"), 1LL);
+    QCOMPARE(text("SELECT actor_kind || ': ' || reason FROM idem.transitions WHERE idempotency_key='k1' AND from_status='FAILED'"),
+             std::string("system: retried after FAILED (framework)"));
     QVERIFY(client_->complete("k1", 3, "{}").ok());
   }
 
