@@ -11,7 +11,7 @@
 # A private cluster with normal settings (fsync on), under /tmp, stopped on every exit.
 #
 #   bench/exporter/run.sh [BUILD_DIR]
-#   env: SIZES ("1000000 10000000"), SCRAPES (200), MEASURE_SECONDS (120), PER_DAY (100000),
+#   env: SIZES ("1000000 10000000"), EXPORTERS ("idemwatch sqlexp pgexp"), SCRAPES (200), MEASURE_SECONDS (120), PER_DAY (100000),
 #        TRAFFIC_RATE (20 operations/s), OUT (a results file, default /tmp/idemwatch-bench-exporter.txt)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,6 +21,7 @@ source "$root/scripts/lib/pg.sh"
 
 SIZES=${SIZES:-"1000000 10000000"}
 SCRAPES=${SCRAPES:-200}
+EXPORTERS=${EXPORTERS:-"idemwatch sqlexp pgexp"}
 MEASURE_SECONDS=${MEASURE_SECONDS:-120}
 PER_DAY=${PER_DAY:-100000}
 TRAFFIC_RATE=${TRAFFIC_RATE:-20}
@@ -96,6 +97,7 @@ for size in $SIZES; do
   sleep 10
 
   # idemwatch-exporter: start time, then a steady window.
+  if [[ " $EXPORTERS " == *" idemwatch "* ]]; then
   port=$(free_port)
   t0=$(date +%s%N)
   "$exporter" --db.dsn "host=$PG_SOCKDIR port=$PG_PORT user=bench_idemwatch dbname=$db" \
@@ -115,8 +117,10 @@ for size in $SIZES; do
   report "size $size idemwatch: start ${start_ms} ms (database ${start_db} ms); $calls collections, database $total ms, per collection $(awk -v t="$total" -v c="$calls" 'BEGIN {printf "%.2f", t / c}') ms; scrape median/p99 ${lat/ /\/} ms; peak RSS $(peak_rss_mib $pid) MiB"
   psql "$db_dsn" -qAt -F' | ' -c "SELECT round(total_exec_time::numeric, 2), calls, regexp_replace(left(query, 90), '\s+', ' ', 'g') FROM pg_stat_statements s JOIN pg_roles r ON r.oid = s.userid WHERE r.rolname = 'bench_idemwatch' ORDER BY total_exec_time DESC LIMIT 6" | tee -a "$OUT"
   kill "$pid"; wait "$pid" 2>/dev/null || true
+  fi
 
   # prometheus-sql-exporter: collects on its own interval (15 s), scrapes answer from its cache.
+  if [[ " $EXPORTERS " == *" sqlexp "* ]]; then
   port=$(free_port)
   sed "s|@DSN@|postgres://bench_sqlexp@127.0.0.1:$PG_PORT/$db?sslmode=disable|" "$here/sql_exporter.yml.in" >"$dir/sql_exporter.yml"
   reset_stats
@@ -129,8 +133,10 @@ for size in $SIZES; do
   lat=$(scrape_latency "http://127.0.0.1:$port/metrics")
   report "size $size sql-exporter: $calls collections, database $total ms, per collection $(awk -v t="$total" -v c="$calls" 'BEGIN {if (c > 0) printf "%.2f", t / c; else print "n/a"}') ms; scrape median/p99 ${lat/ /\/} ms; peak RSS $(peak_rss_mib $pid) MiB"
   kill "$pid"; wait "$pid" 2>/dev/null || true
+  fi
 
   # prometheus-postgres-exporter: every scrape runs the queries.
+  if [[ " $EXPORTERS " == *" pgexp "* ]]; then
   port=$(free_port)
   reset_stats
   DATA_SOURCE_NAME="postgresql://bench_pgexp@127.0.0.1:$PG_PORT/$db?sslmode=disable" \
@@ -143,6 +149,7 @@ for size in $SIZES; do
   read -r total calls <<<"$(stat bench_pgexp '%FROM idem.attempts GROUP BY%')"
   report "size $size postgres-exporter: $calls collections, database $total ms, per collection $(awk -v t="$total" -v c="$calls" 'BEGIN {if (c > 0) printf "%.2f", t / c; else print "n/a"}') ms; scrape median/p99 ${lat/ /\/} ms; peak RSS $(peak_rss_mib $pid) MiB"
   kill "$pid"; wait "$pid" 2>/dev/null || true
+  fi
 
   kill "$traffic"; wait "$traffic" 2>/dev/null || true
 done

@@ -306,7 +306,7 @@ class TestExporterCounts : public QObject {
     // Wait until the exporter's statement is really waiting on that lock.
     QVERIFY(waitUntil([&] {
       return db_->scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'idemwatch-exporter' "
-                         "AND wait_event_type = 'Lock'") == 1;
+                         "AND wait_event_type = 'Lock' AND datname = current_database()") == 1;
     }, std::chrono::seconds(10)));
     const std::uint64_t collectionsWhileBlocked = e.exporter().collections();
     for (int i = 0; i < 5; ++i) {
