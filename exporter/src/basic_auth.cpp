@@ -2,8 +2,8 @@
 
 #include <crypt.h>
 #include <openssl/crypto.h>
-#include <openssl/rand.h>
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
 #include <cctype>
 #include <memory>

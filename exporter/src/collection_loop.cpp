@@ -1,9 +1,9 @@
 #include "collection_loop.hpp"
 
-#include <pqxx/pqxx>
 #include <algorithm>
 #include <pqxx/except>
 #include <pqxx/nontransaction>
+#include <pqxx/pqxx>
 
 #include "duration.hpp"
 #include "idem/database_error.hpp"
@@ -19,7 +19,8 @@ constexpr std::chrono::milliseconds kMaxBackoff{30'000};
 // statements are short index walks: JIT compilation (triggered by the planner's cost estimates of
 // per-row subplans) and parallel workers would only add cost to the database it watches.
 constexpr const char* kSessionSetup =
-    "SET default_transaction_read_only = on; SET jit = off; SET max_parallel_workers_per_gather = 0";
+    "SET default_transaction_read_only = on; SET jit = off; SET max_parallel_workers_per_gather = "
+    "0";
 
 std::string describe(std::exception_ptr error) {
   try {
@@ -54,7 +55,9 @@ CollectionLoop::CollectionLoop(ConnectionSettings settings, CollectorSet& collec
       interval_(interval),
       nextDue_(collectors.collectors().size(), std::chrono::steady_clock::time_point{}) {}
 
-CollectionLoop::~CollectionLoop() { stop(); }
+CollectionLoop::~CollectionLoop() {
+  stop();
+}
 
 void CollectionLoop::start() {
   if (thread_.joinable()) return;
@@ -103,8 +106,8 @@ bool CollectionLoop::connect() {
         std::min(kMaxBackoff, kFirstBackoff * (1 << std::min(connectFailures_, 5)));
     ++connectFailures_;
     set_.health().recordError("connect");
-    logError(describe(std::current_exception()) + "; serving idempotency_exporter_db_up 0, retrying in " +
-             formatDuration(backoff));
+    logError(describe(std::current_exception()) +
+             "; serving idempotency_exporter_db_up 0, retrying in " + formatDuration(backoff));
     set_.health().setDatabaseUp(false);
     ++collections_;
     waitFor(backoff);
@@ -151,8 +154,8 @@ void CollectionLoop::run() {
     const auto next = started + interval_;
     const auto now = std::chrono::steady_clock::now();
     if (!connection_) continue;  // reconnect at once; connect() backs off if that fails
-    if (!waitFor(std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::max(now, next) - now))) {
+    if (!waitFor(
+            std::chrono::duration_cast<std::chrono::milliseconds>(std::max(now, next) - now))) {
       return;
     }
   }

@@ -41,7 +41,8 @@ std::optional<std::chrono::milliseconds> parseDuration(std::string_view text) {
     bool matched = false;
     for (std::size_t u = nextUnit; u < units.size(); ++u) {
       if (units[u].first == unit) {
-        if (number > std::numeric_limits<std::int64_t>::max() / units[u].second) return std::nullopt;
+        if (number > std::numeric_limits<std::int64_t>::max() / units[u].second)
+          return std::nullopt;
         total += number * units[u].second;
         nextUnit = u + 1;
         matched = true;

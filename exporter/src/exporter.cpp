@@ -66,10 +66,16 @@ Exporter::~Exporter() {
   web_.reset();
 }
 
-std::vector<int> Exporter::ports() const { return web_->ports(); }
+std::vector<int> Exporter::ports() const {
+  return web_->ports();
+}
 
-std::vector<prometheus::MetricFamily> Exporter::collect() const { return collectors_->Collect(); }
+std::vector<prometheus::MetricFamily> Exporter::collect() const {
+  return collectors_->Collect();
+}
 
-std::uint64_t Exporter::collections() const { return loop_->collections(); }
+std::uint64_t Exporter::collections() const {
+  return loop_->collections();
+}
 
 }  // namespace idem::exporter

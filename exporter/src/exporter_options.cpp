@@ -47,12 +47,14 @@ bool isPort(const std::string& s) {
 std::string civetwebListeningPort(const std::string& address) {
   const std::size_t colon = address.rfind(':');
   if (colon == std::string::npos) {
-    throw UsageError("--web.listen-address: \"" + address + "\" needs a port, like :9477 or 127.0.0.1:9477");
+    throw UsageError("--web.listen-address: \"" + address +
+                     "\" needs a port, like :9477 or 127.0.0.1:9477");
   }
   std::string host = address.substr(0, colon);
   const std::string port = address.substr(colon + 1);
   if (!isPort(port)) {
-    throw UsageError("--web.listen-address: \"" + port + "\" in \"" + address + "\" is not a port number");
+    throw UsageError("--web.listen-address: \"" + port + "\" in \"" + address +
+                     "\" is not a port number");
   }
   if (host.empty() || host == "0.0.0.0") return port;
   if (host == "localhost") host = "127.0.0.1";

@@ -1,8 +1,8 @@
 #include "incremental_reader.hpp"
 
-#include <pqxx/pqxx>
 #include <algorithm>
 #include <pqxx/nontransaction>
+#include <pqxx/pqxx>
 #include <pqxx/transaction>
 
 #include "log.hpp"
@@ -31,7 +31,10 @@ bool disjoint(const std::vector<std::string>& a, const std::vector<std::string>&
   auto j = b.begin();
   while (i != a.end() && j != b.end()) {
     if (*i == *j) return false;
-    if (*i < *j) ++i; else ++j;
+    if (*i < *j)
+      ++i;
+    else
+      ++j;
   }
   return true;
 }
@@ -173,7 +176,8 @@ void IncrementalReader::recheckGaps(pqxx::connection& connection, const RowSink&
     stats_.rowsRead += found.size();
     stats_.gapsFilled += filled.size();
     for (std::size_t i = start; i < end; ++i) {
-      if (!std::binary_search(filled.begin(), filled.end(), ids[i])) missingAfterPassed.push_back(ids[i]);
+      if (!std::binary_search(filled.begin(), filled.end(), ids[i]))
+        missingAfterPassed.push_back(ids[i]);
     }
   }
   // Still missing in a snapshot taken after every possible inserter had ended: never to fill.

@@ -50,11 +50,11 @@ enum class RowOrigin {
 };
 
 struct ReaderLimits {
-  std::int64_t batchSize = 2'000;           // rows per statement (bounds the memory a result takes)
-  std::int64_t maxRowsPerPoll = 200'000;    // catch up over several collections beyond this
-  std::int64_t startBackfillIds = 10'000;   // ids below the start's high-water checked for gaps
+  std::int64_t batchSize = 2'000;          // rows per statement (bounds the memory a result takes)
+  std::int64_t maxRowsPerPoll = 200'000;   // catch up over several collections beyond this
+  std::int64_t startBackfillIds = 10'000;  // ids below the start's high-water checked for gaps
   std::size_t maxTrackedGaps = 100'000;
-  std::chrono::milliseconds window{0};      // rows created within it are read at start
+  std::chrono::milliseconds window{0};  // rows created within it are read at start
 };
 
 class IncrementalReader {

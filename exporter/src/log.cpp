@@ -14,10 +14,14 @@ std::mutex writeMutex;
 
 const char* spelling(LogLevel level) {
   switch (level) {
-    case LogLevel::Debug: return "debug";
-    case LogLevel::Info: return "info";
-    case LogLevel::Warn: return "warn";
-    case LogLevel::Error: return "error";
+    case LogLevel::Debug:
+      return "debug";
+    case LogLevel::Info:
+      return "info";
+    case LogLevel::Warn:
+      return "warn";
+    case LogLevel::Error:
+      return "error";
   }
   return "?";
 }
@@ -31,9 +35,13 @@ std::optional<LogLevel> parseLogLevel(std::string_view text) {
   return std::nullopt;
 }
 
-void setLogLevel(LogLevel level) { threshold = level; }
+void setLogLevel(LogLevel level) {
+  threshold = level;
+}
 
-bool logEnabled(LogLevel level) { return level >= threshold.load(); }
+bool logEnabled(LogLevel level) {
+  return level >= threshold.load();
+}
 
 void log(LogLevel level, std::string_view message) {
   if (!logEnabled(level)) return;

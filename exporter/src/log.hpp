@@ -18,9 +18,17 @@ void setLogLevel(LogLevel level);
 bool logEnabled(LogLevel level);
 void log(LogLevel level, std::string_view message);
 
-inline void logDebug(std::string_view m) { log(LogLevel::Debug, m); }
-inline void logInfo(std::string_view m) { log(LogLevel::Info, m); }
-inline void logWarn(std::string_view m) { log(LogLevel::Warn, m); }
-inline void logError(std::string_view m) { log(LogLevel::Error, m); }
+inline void logDebug(std::string_view m) {
+  log(LogLevel::Debug, m);
+}
+inline void logInfo(std::string_view m) {
+  log(LogLevel::Info, m);
+}
+inline void logWarn(std::string_view m) {
+  log(LogLevel::Warn, m);
+}
+inline void logError(std::string_view m) {
+  log(LogLevel::Error, m);
+}
 
 }  // namespace idem::exporter

@@ -13,7 +13,8 @@ namespace idem::exporter {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
-prometheus::MetricFamily makeFamily(std::string name, std::string help, prometheus::MetricType type);
+prometheus::MetricFamily makeFamily(std::string name, std::string help,
+                                    prometheus::MetricType type);
 
 // A counter or gauge sample, by the family's type.
 void addSample(prometheus::MetricFamily& family, const Labels& labels, double value);

@@ -35,13 +35,15 @@ std::string scalar(std::string text, int line) {
     for (std::size_t i = 1; i + 1 < text.size(); ++i) {
       if (text[i] == '\\' && i + 2 < text.size()) {
         ++i;
-        if (text[i] != '"' && text[i] != '\\' && text[i] != '/') fail(line, "unsupported escape \\" + std::string(1, text[i]));
+        if (text[i] != '"' && text[i] != '\\' && text[i] != '/')
+          fail(line, "unsupported escape \\" + std::string(1, text[i]));
       }
       out += text[i];
     }
     return out;
   }
-  if (!text.empty() && (text.front() == '\'' || text.front() == '"')) fail(line, "unterminated quote");
+  if (!text.empty() && (text.front() == '\'' || text.front() == '"'))
+    fail(line, "unterminated quote");
   if (!text.empty() && (text.front() == '[' || text.front() == '{' || text.front() == '|' ||
                         text.front() == '>' || text.front() == '&' || text.front() == '*')) {
     fail(line, "only plain or quoted scalars are supported, not \"" + text + "\"");
@@ -81,7 +83,8 @@ std::vector<Line> tokenize(std::string_view text) {
     if (content[first] == '\t') fail(number, "tabs are not allowed for indentation in YAML");
     line.indent = static_cast<int>(first);
     if (content[first] == '-') fail(number, "lists are not supported here");
-    while (!content.empty() && (content.back() == ' ' || content.back() == '\r')) content.pop_back();
+    while (!content.empty() && (content.back() == ' ' || content.back() == '\r'))
+      content.pop_back();
     const std::size_t colon = content.find(": ", first);
     std::size_t keyEnd = colon;
     if (colon == std::string::npos) {
@@ -128,15 +131,20 @@ WebConfig parseWebConfig(std::string_view text, const std::filesystem::path& bas
     while (i < lines.size() && lines[i].indent > 0) {
       const Line& child = lines[i];
       if (childIndent < 0) childIndent = child.indent;
-      if (child.indent != childIndent) fail(child.number, "unexpected indentation (nested mappings are not supported)");
+      if (child.indent != childIndent)
+        fail(child.number, "unexpected indentation (nested mappings are not supported)");
       if (!child.value) fail(child.number, "\"" + child.key + "\" needs a value");
-      if (!children.emplace(child.key, *child.value).second) fail(child.number, "duplicate key \"" + child.key + "\"");
+      if (!children.emplace(child.key, *child.value).second)
+        fail(child.number, "duplicate key \"" + child.key + "\"");
       ++i;
     }
-    if (top.key != "tls_server_config" && top.key != "basic_auth_users" && top.key != "http_server_config") {
-      fail(top.number, "unknown key \"" + top.key + "\" (expected tls_server_config or basic_auth_users)");
+    if (top.key != "tls_server_config" && top.key != "basic_auth_users" &&
+        top.key != "http_server_config") {
+      fail(top.number,
+           "unknown key \"" + top.key + "\" (expected tls_server_config or basic_auth_users)");
     }
-    if (top.value && !top.value->empty() && *top.value != "null" && *top.value != "~" && *top.value != "{}") {
+    if (top.value && !top.value->empty() && *top.value != "null" && *top.value != "~" &&
+        *top.value != "{}") {
       fail(top.number, "\"" + top.key + "\" must be a mapping");
     }
     if (top.key == "tls_server_config") {
@@ -153,13 +161,15 @@ WebConfig parseWebConfig(std::string_view text, const std::filesystem::path& bas
                              ") is not supported by this exporter's web server (civetweb)");
       }
     } else {
-      fail(top.number, "unknown key \"" + top.key + "\" (expected tls_server_config or basic_auth_users)");
+      fail(top.number,
+           "unknown key \"" + top.key + "\" (expected tls_server_config or basic_auth_users)");
     }
   }
 
   static const std::regex bcrypt(R"(^\$2[aby]\$[0-9]{2}\$[./A-Za-z0-9]{53}$)");
   for (const auto& [user, hash] : config.basicAuthUsers) {
-    if (user.find(':') != std::string::npos) throw WebConfigError("basic_auth_users: user \"" + user + "\" must not contain ':'");
+    if (user.find(':') != std::string::npos)
+      throw WebConfigError("basic_auth_users: user \"" + user + "\" must not contain ':'");
     if (!std::regex_match(hash, bcrypt)) {
       throw WebConfigError("basic_auth_users: the password of \"" + user +
                            "\" is not a bcrypt hash ($2a$, $2b$ or $2y$, as htpasswd -B makes)");
@@ -176,20 +186,28 @@ WebConfig parseWebConfig(std::string_view text, const std::filesystem::path& bas
       } else if (key == "client_ca_file") {
         tls.clientCaFile = resolvePath(value, baseDir);
       } else if (key == "client_auth_type") {
-        if (value == "NoClientCert") tls.verifyPeer = "no";
-        else if (value == "VerifyClientCertIfGiven") tls.verifyPeer = "optional";
-        else if (value == "RequireAndVerifyClientCert") tls.verifyPeer = "yes";
+        if (value == "NoClientCert")
+          tls.verifyPeer = "no";
+        else if (value == "VerifyClientCertIfGiven")
+          tls.verifyPeer = "optional";
+        else if (value == "RequireAndVerifyClientCert")
+          tls.verifyPeer = "yes";
         else {
           throw WebConfigError("tls_server_config.client_auth_type \"" + value +
-                               "\" is not supported (NoClientCert, VerifyClientCertIfGiven or RequireAndVerifyClientCert)");
+                               "\" is not supported (NoClientCert, VerifyClientCertIfGiven or "
+                               "RequireAndVerifyClientCert)");
         }
       } else if (key == "min_version") {
-        static const std::map<std::string, int> versions{{"TLS10", 2}, {"TLS11", 3}, {"TLS12", 4}, {"TLS13", 5}};
+        static const std::map<std::string, int> versions{
+            {"TLS10", 2}, {"TLS11", 3}, {"TLS12", 4}, {"TLS13", 5}};
         const auto v = versions.find(value);
-        if (v == versions.end()) throw WebConfigError("tls_server_config.min_version \"" + value + "\" is not TLS10, TLS11, TLS12 or TLS13");
+        if (v == versions.end())
+          throw WebConfigError("tls_server_config.min_version \"" + value +
+                               "\" is not TLS10, TLS11, TLS12 or TLS13");
         tls.protocolVersion = v->second;
       } else {
-        throw WebConfigError("tls_server_config." + key + " is not supported by this exporter's web server (civetweb)");
+        throw WebConfigError("tls_server_config." + key +
+                             " is not supported by this exporter's web server (civetweb)");
       }
     }
     if (tls.certFile.empty() || tls.keyFile.empty()) {

@@ -36,9 +36,10 @@ thread_local std::string* startErrors = nullptr;
 
 void respond(mg_connection* conn, int status, const char* reason, const std::string& contentType,
              const std::string& body, const std::string& extraHeaders = {}) {
-  mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n",
-            status, reason, contentType.c_str(), body.size(), extraHeaders.c_str());
+  mg_printf(
+      conn,
+      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n",
+      status, reason, contentType.c_str(), body.size(), extraHeaders.c_str());
   const mg_request_info* info = mg_get_request_info(conn);
   if (std::strcmp(info->request_method, "HEAD") != 0) mg_write(conn, body.data(), body.size());
 }
@@ -84,17 +85,22 @@ int beginRequest(mg_connection* conn) {
 }
 
 int logMessage(const mg_connection*, const char* message) {
-  if (startErrors != nullptr) *startErrors += std::string(startErrors->empty() ? "" : "; ") + message;
+  if (startErrors != nullptr)
+    *startErrors += std::string(startErrors->empty() ? "" : "; ") + message;
   logWarn(std::string("web server: ") + message);
   return 1;
 }
 
 std::string landingPage(const std::string& telemetryPath) {
-  return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>idemwatch exporter</title></head>\n"
+  return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>idemwatch "
+         "exporter</title></head>\n"
          "<body><h1>idemwatch exporter</h1>\n"
          "<p>Idempotency figures of the idem schema for Prometheus.</p>\n"
-         "<p><a href=\"" + telemetryPath + "\">Metrics</a></p>\n"
-         "<p>" + versionText() + "</p>\n</body></html>\n";
+         "<p><a href=\"" +
+         telemetryPath +
+         "\">Metrics</a></p>\n"
+         "<p>" +
+         versionText() + "</p>\n</body></html>\n";
 }
 
 // civetweb wants the certificate and its key in one PEM file; the toolkit's format names two.
@@ -134,17 +140,20 @@ void loadTlsCompat() {
       dirs.push_back(dir + "/../lib/idemwatch");
     }
     dirs.emplace_back(IDEMWATCH_TLS_COMPAT_BUILD_DIR);
-    for (const char* name : {"libidemwatch_civetweb_libssl.so", "libidemwatch_civetweb_libcrypto.so"}) {
+    for (const char* name :
+         {"libidemwatch_civetweb_libssl.so", "libidemwatch_civetweb_libcrypto.so"}) {
       bool loaded = false;
       for (const std::string& dir : dirs) {
         const std::string path = dir + "/" + name;
-        if (access(path.c_str(), R_OK) == 0 && dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr) {
+        if (access(path.c_str(), R_OK) == 0 &&
+            dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr) {
           logDebug("loaded " + path + " for civetweb's TLS");
           loaded = true;
           break;
         }
       }
-      if (!loaded) logWarn(std::string("TLS: ") + name + " not found; civetweb may fail to load OpenSSL 3");
+      if (!loaded)
+        logWarn(std::string("TLS: ") + name + " not found; civetweb may fail to load OpenSSL 3");
     }
   });
 }
@@ -170,10 +179,11 @@ WebServer::WebServer(const WebServerSettings& settings,
     tls_ = true;
     port += 's';
     pemFile = joinedPem(*tls);
-    options.insert(options.end(), {"ssl_certificate", pemFile, "ssl_protocol_version",
-                                   std::to_string(tls->protocolVersion), "ssl_verify_peer",
-                                   tls->verifyPeer});
-    if (tls->clientCaFile) options.insert(options.end(), {"ssl_ca_file", tls->clientCaFile->string()});
+    options.insert(options.end(),
+                   {"ssl_certificate", pemFile, "ssl_protocol_version",
+                    std::to_string(tls->protocolVersion), "ssl_verify_peer", tls->verifyPeer});
+    if (tls->clientCaFile)
+      options.insert(options.end(), {"ssl_ca_file", tls->clientCaFile->string()});
   }
   options.insert(options.begin(), {"listening_ports", port});
 
@@ -209,6 +219,8 @@ WebServer::~WebServer() {
   exposer_.reset();  // stops civetweb's threads before the gate goes away
 }
 
-std::vector<int> WebServer::ports() const { return ports_; }
+std::vector<int> WebServer::ports() const {
+  return ports_;
+}
 
 }  // namespace idem::exporter

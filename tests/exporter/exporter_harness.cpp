@@ -25,10 +25,14 @@ Series parseMetrics(const QByteArray& text) {
     const std::string key = line.left(space).toStdString();
     const QByteArray v = line.mid(space + 1).toLower();
     double d = 0;
-    if (v == "nan") d = std::numeric_limits<double>::quiet_NaN();
-    else if (v == "+inf") d = std::numeric_limits<double>::infinity();
-    else if (v == "-inf") d = -std::numeric_limits<double>::infinity();
-    else d = v.toDouble();
+    if (v == "nan")
+      d = std::numeric_limits<double>::quiet_NaN();
+    else if (v == "+inf")
+      d = std::numeric_limits<double>::infinity();
+    else if (v == "-inf")
+      d = -std::numeric_limits<double>::infinity();
+    else
+      d = v.toDouble();
     out[key] = d;
   }
   return out;
@@ -123,7 +127,8 @@ bool waitUntil(const std::function<bool()>& cond, std::chrono::milliseconds dead
 }
 
 QString exporterBinary() {
-  return qEnvironmentVariable("IDEMWATCH_BINARY_DIR") + QStringLiteral("/exporter/idemwatch-exporter");
+  return qEnvironmentVariable("IDEMWATCH_BINARY_DIR") +
+         QStringLiteral("/exporter/idemwatch-exporter");
 }
 
 }  // namespace idem::test

@@ -54,12 +54,27 @@ void compareFamily(const Series& scraped, const std::string& family,
     ++seen;
     const auto e = expected.find(key);
     const double want = e == expected.end() ? 0.0 : e->second;
-    QVERIFY2(v == want, (key + ": exporter " + std::to_string(v) + ", SQL " + std::to_string(want)).c_str());
+    QVERIFY2(v == want,
+             (key + ": exporter " + std::to_string(v) + ", SQL " + std::to_string(want)).c_str());
   }
   for (const auto& [key, want] : expected) {
     QVERIFY2(scraped.count(key) == 1, (key + " is missing from the scrape").c_str());
   }
   QVERIFY2(seen > 0, (family + " has no series").c_str());
+}
+
+// promtool's verdict on a scrape: empty when it accepts it, else what it said.
+std::string promtoolProblems(const QByteArray& body) {
+  const QString promtool = QStandardPaths::findExecutable(QStringLiteral("promtool"));
+  if (promtool.isEmpty()) return "promtool (Debian package prometheus) is needed by this test";
+  QProcess p;
+  p.start(promtool, {QStringLiteral("check"), QStringLiteral("metrics")});
+  if (!p.waitForStarted()) return "promtool did not start";
+  p.write(body);
+  p.closeWriteChannel();
+  if (!p.waitForFinished(30000)) return "promtool did not finish";
+  const QByteArray output = p.readAllStandardOutput() + p.readAllStandardError();
+  return p.exitCode() == 0 ? std::string() : "promtool: " + output.toStdString();
 }
 
 }  // namespace
@@ -76,9 +91,10 @@ class TestExporterCounts : public QObject {
   }
 
   std::map<std::string, double> sqlRequests() {
-    return sqlCounts(*db_,
-                     "SELECT biz_type, trigger_source, outcome, count(*) FROM idem.attempts GROUP BY 1, 2, 3",
-                     [](const pqxx::row& r) { return requestsKey(r[0].c_str(), r[1].c_str(), r[2].c_str()); });
+    return sqlCounts(
+        *db_,
+        "SELECT biz_type, trigger_source, outcome, count(*) FROM idem.attempts GROUP BY 1, 2, 3",
+        [](const pqxx::row& r) { return requestsKey(r[0].c_str(), r[1].c_str(), r[2].c_str()); });
   }
   std::map<std::string, double> sqlFundFlows() {
     return sqlCounts(*db_, "SELECT biz_type, kind, count(*) FROM idem.fund_flows GROUP BY 1, 2",
@@ -86,31 +102,39 @@ class TestExporterCounts : public QObject {
   }
   std::map<std::string, double> sqlDuplicates() {
     return sqlCounts(*db_,
-                     "SELECT biz_type, kind, count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL GROUP BY 1, 2",
+                     "SELECT biz_type, kind, count(*) FROM idem.fund_flows WHERE duplicate_of IS "
+                     "NOT NULL GROUP BY 1, 2",
                      [](const pqxx::row& r) { return duplicatesKey(r[0].c_str(), r[1].c_str()); });
   }
   std::map<std::string, double> sqlTransitions() {
     return sqlCounts(*db_,
-                     "SELECT coalesce(from_status, 'none'), to_status, actor_kind, count(*) FROM idem.transitions GROUP BY 1, 2, 3",
-                     [](const pqxx::row& r) { return transitionsKey(r[0].c_str(), r[1].c_str(), r[2].c_str()); });
+                     "SELECT coalesce(from_status, 'none'), to_status, actor_kind, count(*) FROM "
+                     "idem.transitions GROUP BY 1, 2, 3",
+                     [](const pqxx::row& r) {
+                       return transitionsKey(r[0].c_str(), r[1].c_str(), r[2].c_str());
+                     });
   }
 
   // The three figures over all rows, computed as the exporter must: hits / all, retries of a
   // source / all, duplicates / all flows.
   void compareRatios(const std::vector<prometheus::MetricFamily>& families) {
     const double all = scalar("SELECT count(*) FROM idem.attempts");
-    const double hits = scalar("SELECT count(*) FROM idem.attempts WHERE outcome IN ('replayed', 'in_progress')");
+    const double hits =
+        scalar("SELECT count(*) FROM idem.attempts WHERE outcome IN ('replayed', 'in_progress')");
     QVERIFY(all > 0);
     QVERIFY(hits > 0);
     QCOMPARE(familyValue(families, "idempotency_hit_ratio"), std::optional(hits / all));
     for (const char* source : {"llm", "framework", "http", "callback"}) {
-      const double n = scalar(std::string("SELECT count(*) FROM idem.attempts WHERE trigger_source = '") + source + "'");
+      const double n =
+          scalar(std::string("SELECT count(*) FROM idem.attempts WHERE trigger_source = '") +
+                 source + "'");
       QVERIFY2(n > 0, source);
       QCOMPARE(familyValue(families, "idempotency_retry_trigger_ratio", {{"source", source}}),
                std::optional(n / all));
     }
     const double flows = scalar("SELECT count(*) FROM idem.fund_flows");
-    const double duplicates = scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL");
+    const double duplicates =
+        scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL");
     QVERIFY(duplicates > 0);
     QCOMPARE(familyValue(families, "idempotency_duplicate_fund_flow_ratio"),
              std::optional(duplicates / flows));
@@ -129,18 +153,25 @@ class TestExporterCounts : public QObject {
     QVERIFY(s.doubleCharges > 0);
     QVERIFY(e.waitForCollections(2));  // traffic is over: the next collections see every row
 
-    const Series scraped = e.scrape();
+    const HttpAnswer answer = httpGet({e.url(), {}, {}});
+    QCOMPARE(answer.status, 200);
+    const std::string problems = promtoolProblems(answer.body);
+    QVERIFY2(problems.empty(), problems.c_str());
+    const Series scraped = parseMetrics(answer.body);
     compareFamily(scraped, "idempotency_requests_total", sqlRequests());
     compareFamily(scraped, "idempotency_fund_flows_total", sqlFundFlows());
     compareFamily(scraped, "idempotency_duplicate_fund_flows_total", sqlDuplicates());
     compareFamily(scraped, "idempotency_transitions_total", sqlTransitions());
     compareRatios(e.exporter().collect());
     // The state gauges over the same rows.
-    const auto unsettled = sqlCounts(
-        *db_, "SELECT biz_type, status, count(*) FROM idem.records WHERE status IN ('PROCESSING', 'UNKNOWN') GROUP BY 1, 2",
-        [](const pqxx::row& r) {
-          return "idempotency_records{biz_type=\"" + std::string(r[0].c_str()) + "\",status=\"" + r[1].c_str() + "\"}";
-        });
+    const auto unsettled = sqlCounts(*db_,
+                                     "SELECT biz_type, status, count(*) FROM idem.records WHERE "
+                                     "status IN ('PROCESSING', 'UNKNOWN') GROUP BY 1, 2",
+                                     [](const pqxx::row& r) {
+                                       return "idempotency_records{biz_type=\"" +
+                                              std::string(r[0].c_str()) + "\",status=\"" +
+                                              r[1].c_str() + "\"}";
+                                     });
     compareFamily(scraped, "idempotency_records", unsettled);
     QCOMPARE(value(scraped, tableKey("idempotency_exporter_rows_read_total", "attempts")),
              std::optional(scalar("SELECT count(*) FROM idem.attempts")));
@@ -161,7 +192,8 @@ class TestExporterCounts : public QObject {
     QVERIFY(e.waitForCollections(2));
     const Series afterPurge = e.scrape();
     for (const auto& [key, v] : before) {
-      if (!key.starts_with("idempotency_requests_total") && !key.starts_with("idempotency_transitions_total") &&
+      if (!key.starts_with("idempotency_requests_total") &&
+          !key.starts_with("idempotency_transitions_total") &&
           !key.starts_with("idempotency_fund_flows_total")) {
         continue;
       }
@@ -218,45 +250,56 @@ class TestExporterCounts : public QObject {
     }
     QCOMPARE(value(s, transitionsKey("none", "PROCESSING", "system")), std::optional(0.0));
     QCOMPARE(value(s, transitionsKey("UNKNOWN", "SUCCESS", "operator")), std::optional(0.0));
-    QCOMPARE(value(s, "idempotency_records{biz_type=\"payment\",status=\"UNKNOWN\"}"), std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_records{biz_type=\"payment\",status=\"UNKNOWN\"}"),
+             std::optional(0.0));
     QCOMPARE(value(s, "idempotency_stuck_records{biz_type=\"payment\"}"), std::optional(0.0));
-    QCOMPARE(value(s, "idempotency_oldest_unsettled_age_seconds{status=\"PROCESSING\"}"), std::optional(0.0));
-    QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"debit_without_success\"}"), std::optional(0.0));
-    QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"success_without_debit\"}"), std::optional(0.0));
-    QCOMPARE(value(s, "idempotency_exporter_collect_errors_total{stage=\"connect\"}"), std::optional(0.0));
-    QCOMPARE(value(s, "idempotency_exporter_collect_errors_total{stage=\"requests\"}"), std::optional(0.0));
-    QCOMPARE(value(s, tableKey("idempotency_exporter_rows_read_total", "fund_flows")), std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_oldest_unsettled_age_seconds{status=\"PROCESSING\"}"),
+             std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"debit_without_success\"}"),
+             std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"success_without_debit\"}"),
+             std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_exporter_collect_errors_total{stage=\"connect\"}"),
+             std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_exporter_collect_errors_total{stage=\"requests\"}"),
+             std::optional(0.0));
+    QCOMPARE(value(s, tableKey("idempotency_exporter_rows_read_total", "fund_flows")),
+             std::optional(0.0));
     QVERIFY(std::isnan(*value(s, "idempotency_hit_ratio")));
     QVERIFY(std::isnan(*value(s, "idempotency_retry_trigger_ratio{source=\"llm\"}")));
-    QCOMPARE(value(s, "idempotency_exporter_build_info{version=\"" IDEMWATCH_VERSION "\",revision=\"" IDEMWATCH_REVISION "\"}"),
+    QCOMPARE(value(s, "idempotency_exporter_build_info{version=\"" IDEMWATCH_VERSION
+                      "\",revision=\"" IDEMWATCH_REVISION "\"}"),
              std::optional(1.0));
 
-    const QString promtool = QStandardPaths::findExecutable(QStringLiteral("promtool"));
-    QVERIFY2(!promtool.isEmpty(), "promtool (Debian package prometheus) is needed by this test");
-    QProcess p;
-    p.start(promtool, {QStringLiteral("check"), QStringLiteral("metrics")});
-    QVERIFY(p.waitForStarted());
-    p.write(answer.body);
-    p.closeWriteChannel();
-    QVERIFY(p.waitForFinished(30000));
-    const QByteArray output = p.readAllStandardOutput() + p.readAllStandardError();
-    QVERIFY2(p.exitCode() == 0, output.constData());
+    const std::string problems = promtoolProblems(answer.body);
+    QVERIFY2(problems.empty(), problems.c_str());
   }
 
   void unsettledRecordsAndStuckLeasesFromTheUnsettledSet() {
     RunningExporter e(testOptions(db_->dsn()));
     auto c = db_->connect();
     ProtocolClient client(*c);
-    BeginRequest stuck{"k-stuck", "payment", "o-1", "pay", {}, TriggerSource::Initial, "{}", std::chrono::milliseconds(1), {}, {}};
+    BeginRequest stuck{"k-stuck", "payment",
+                       "o-1",     "pay",
+                       {},        TriggerSource::Initial,
+                       "{}",      std::chrono::milliseconds(1),
+                       {},        {}};
     client.begin(stuck);
-    BeginRequest unknown{"k-unknown", "refund", "o-2", "refund", {}, TriggerSource::Initial, "{}", std::chrono::milliseconds(60'000), {}, {}};
+    BeginRequest unknown{"k-unknown", "refund",
+                         "o-2",       "refund",
+                         {},          TriggerSource::Initial,
+                         "{}",        std::chrono::milliseconds(60'000),
+                         {},          {}};
     client.begin(unknown);
     QVERIFY(client.markUnknown("k-unknown", 1, "response lost").ok());
     QVERIFY(e.waitForCollections(2));
     Series s = e.scrape();
-    QCOMPARE(value(s, "idempotency_records{biz_type=\"payment\",status=\"PROCESSING\"}"), std::optional(1.0));
-    QCOMPARE(value(s, "idempotency_records{biz_type=\"refund\",status=\"UNKNOWN\"}"), std::optional(1.0));
-    QCOMPARE(value(s, "idempotency_records{biz_type=\"refund\",status=\"PROCESSING\"}"), std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_records{biz_type=\"payment\",status=\"PROCESSING\"}"),
+             std::optional(1.0));
+    QCOMPARE(value(s, "idempotency_records{biz_type=\"refund\",status=\"UNKNOWN\"}"),
+             std::optional(1.0));
+    QCOMPARE(value(s, "idempotency_records{biz_type=\"refund\",status=\"PROCESSING\"}"),
+             std::optional(0.0));
     QCOMPARE(value(s, "idempotency_stuck_records{biz_type=\"payment\"}"), std::optional(1.0));
     QCOMPARE(value(s, "idempotency_stuck_records{biz_type=\"refund\"}"), std::optional(0.0));
     QVERIFY(*value(s, "idempotency_oldest_unsettled_age_seconds{status=\"UNKNOWN\"}") >= 0);
@@ -265,10 +308,13 @@ class TestExporterCounts : public QObject {
     QVERIFY(client.fail("k-stuck", 1, "declined").ok());
     QVERIFY(e.waitForCollections(2));
     s = e.scrape();
-    QCOMPARE(value(s, "idempotency_records{biz_type=\"refund\",status=\"UNKNOWN\"}"), std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_records{biz_type=\"refund\",status=\"UNKNOWN\"}"),
+             std::optional(0.0));
     QCOMPARE(value(s, "idempotency_stuck_records{biz_type=\"payment\"}"), std::optional(0.0));
-    QCOMPARE(value(s, "idempotency_oldest_unsettled_age_seconds{status=\"UNKNOWN\"}"), std::optional(0.0));
-    QCOMPARE(value(s, "idempotency_oldest_unsettled_age_seconds{status=\"PROCESSING\"}"), std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_oldest_unsettled_age_seconds{status=\"UNKNOWN\"}"),
+             std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_oldest_unsettled_age_seconds{status=\"PROCESSING\"}"),
+             std::optional(0.0));
   }
 
   void reconciliationFindsDebitsWithoutSuccessAndSuccessesWithoutDebit() {
@@ -278,21 +324,52 @@ class TestExporterCounts : public QObject {
     auto c = db_->connect();
     ProtocolClient client(*c);
     // Money moved for o-1, but its record failed: a blind retry would charge twice.
-    client.begin({"k-1", "payment", "o-1", "pay", {}, TriggerSource::Initial, "{}", std::chrono::milliseconds(30'000), {}, {}});
+    client.begin({"k-1",
+                  "payment",
+                  "o-1",
+                  "pay",
+                  {},
+                  TriggerSource::Initial,
+                  "{}",
+                  std::chrono::milliseconds(30'000),
+                  {},
+                  {}});
     QVERIFY(client.fail("k-1", 1, "timeout").ok());
-    client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 2990, "CNY", "gw-1", std::string("k-1")});
+    client.recordFundFlow(
+        {"payment", "o-1", FundFlowKind::Debit, 2990, "CNY", "gw-1", std::string("k-1")});
     // o-2 succeeded without any DEBIT.
-    client.begin({"k-2", "payment", "o-2", "pay", {}, TriggerSource::Initial, "{}", std::chrono::milliseconds(30'000), {}, {}});
+    client.begin({"k-2",
+                  "payment",
+                  "o-2",
+                  "pay",
+                  {},
+                  TriggerSource::Initial,
+                  "{}",
+                  std::chrono::milliseconds(30'000),
+                  {},
+                  {}});
     QVERIFY(client.complete("k-2", 1, "{}").ok());
     // o-3 is consistent; a refund debit is not a biz type that moves money here.
-    client.begin({"k-3", "payment", "o-3", "pay", {}, TriggerSource::Initial, "{}", std::chrono::milliseconds(30'000), {}, {}});
+    client.begin({"k-3",
+                  "payment",
+                  "o-3",
+                  "pay",
+                  {},
+                  TriggerSource::Initial,
+                  "{}",
+                  std::chrono::milliseconds(30'000),
+                  {},
+                  {}});
     QVERIFY(client.complete("k-3", 1, "{}").ok());
-    client.recordFundFlow({"payment", "o-3", FundFlowKind::Debit, 100, "CNY", "gw-3", std::string("k-3")});
+    client.recordFundFlow(
+        {"payment", "o-3", FundFlowKind::Debit, 100, "CNY", "gw-3", std::string("k-3")});
     client.recordFundFlow({"refund", "r-1", FundFlowKind::Debit, 100, "CNY", "gw-r1", {}});
     QVERIFY(e.waitForCollections(2));
     const Series s = e.scrape();
-    QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"debit_without_success\"}"), std::optional(1.0));
-    QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"success_without_debit\"}"), std::optional(1.0));
+    QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"debit_without_success\"}"),
+             std::optional(1.0));
+    QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"success_without_debit\"}"),
+             std::optional(1.0));
   }
 
   void collectionBlockedOnALockDoesNotHoldUpMetrics() {
@@ -304,20 +381,62 @@ class TestExporterCounts : public QObject {
     pqxx::work lock(*locker);
     lock.exec("LOCK TABLE idem.attempts IN ACCESS EXCLUSIVE MODE");
     // Wait until the exporter's statement is really waiting on that lock.
-    QVERIFY(waitUntil([&] {
-      return db_->scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'idemwatch-exporter' "
-                         "AND wait_event_type = 'Lock' AND datname = current_database()") == 1;
-    }, std::chrono::seconds(10)));
+    QVERIFY(waitUntil(
+        [&] {
+          return db_->scalar(
+                     "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                     "'idemwatch-exporter' "
+                     "AND wait_event_type = 'Lock' AND datname = current_database()") == 1;
+        },
+        std::chrono::seconds(10)));
     const std::uint64_t collectionsWhileBlocked = e.exporter().collections();
     for (int i = 0; i < 5; ++i) {
       const HttpAnswer a = httpGet({e.url(), {}, {}, std::chrono::milliseconds(5000)});
       QCOMPARE(a.status, 200);
-      QVERIFY2(a.elapsed < std::chrono::milliseconds(500), "a scrape answers at once while a collection waits");
+      QVERIFY2(a.elapsed < std::chrono::milliseconds(500),
+               "a scrape answers at once while a collection waits");
       QCOMPARE(value(parseMetrics(a.body), "idempotency_exporter_db_up"), std::optional(1.0));
     }
     QCOMPARE(e.exporter().collections(), collectionsWhileBlocked);  // it was blocked all along
     lock.abort();
     QVERIFY(e.waitForCollections(1));
+  }
+
+  void statementTimeoutEndsABlockedCollectionAndNothingIsLost() {
+    auto options = testOptions(db_->dsn());
+    options.statementTimeout = std::chrono::milliseconds(300);
+    RunningExporter e(options);
+    QVERIFY(e.waitForCollections(1));
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    client.begin({"k-1",
+                  "payment",
+                  "o-1",
+                  "pay",
+                  {},
+                  TriggerSource::Initial,
+                  "{}",
+                  std::chrono::milliseconds(30'000),
+                  {},
+                  {}});
+    {
+      auto locker = db_->connect();
+      pqxx::work lock(*locker);
+      lock.exec("LOCK TABLE idem.attempts IN ACCESS EXCLUSIVE MODE");
+      // The blocked statement is cancelled by the timeout: an error of that stage, the
+      // connection stays up, the collections go on.
+      QVERIFY(waitUntil([&] {
+        return value(e.scrape(), "idempotency_exporter_collect_errors_total{stage=\"requests\"}") >=
+               std::optional(2.0);
+      }));
+      const Series s = e.scrape();
+      QCOMPARE(value(s, "idempotency_exporter_db_up"), std::optional(1.0));
+      QCOMPARE(value(s, "idempotency_exporter_collect_errors_total{stage=\"connect\"}"),
+               std::optional(0.0));
+      lock.abort();
+    }
+    QVERIFY(e.waitForCollections(2));
+    QCOMPARE(value(e.scrape(), requestsKey("payment", "initial", "executed")), std::optional(1.0));
   }
 };
 

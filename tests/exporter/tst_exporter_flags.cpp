@@ -82,8 +82,9 @@ class TestExporterFlags : public QObject {
     QCOMPARE(d.options.reconcileWindow, milliseconds(86400000));
     QCOMPARE(d.options.reconcileGrace, milliseconds(300000));
     QCOMPARE(d.options.reconcileBizTypes, std::vector<std::string>{"payment"});
-    const CommandLine c = parseCommandLine({"--collect-interval=1s", "--ratio-window", "1h",
-                                            "--reconcile-biz-types", "payment, refund", "--db.dsn", "dbname=x"});
+    const CommandLine c =
+        parseCommandLine({"--collect-interval=1s", "--ratio-window", "1h", "--reconcile-biz-types",
+                          "payment, refund", "--db.dsn", "dbname=x"});
     QCOMPARE(c.options.collectInterval, milliseconds(1000));
     QCOMPARE(c.options.ratioWindow, milliseconds(3600000));
     QCOMPARE(c.options.reconcileBizTypes, (std::vector<std::string>{"payment", "refund"}));
@@ -95,16 +96,24 @@ class TestExporterFlags : public QObject {
 
   void badFlagsAreNamed() {
     QVERIFY(usageError({"--nope"}).find("unknown flag --nope") != std::string::npos);
-    QVERIFY(usageError({"--collect-interval", "5x"}).find("--collect-interval: \"5x\" is not a duration") != std::string::npos);
+    QVERIFY(usageError({"--collect-interval", "5x"})
+                .find("--collect-interval: \"5x\" is not a duration") != std::string::npos);
     QVERIFY(usageError({"--collect-interval=10ms"}).find("too short") != std::string::npos);
     QVERIFY(usageError({"--log.level=loud"}).find("--log.level") != std::string::npos);
     QVERIFY(usageError({"--web.listen-address=9477"}).find("needs a port") != std::string::npos);
-    QVERIFY(usageError({"--web.listen-address=example.com:9477"}).find("must be an IP address") != std::string::npos);
-    QVERIFY(usageError({"--web.listen-address=:99999"}).find("not a port number") != std::string::npos);
-    QVERIFY(usageError({"--web.telemetry-path=metrics"}).find("--web.telemetry-path") != std::string::npos);
-    QVERIFY(usageError({"--reconcile-biz-types=payment,,x"}).find("empty item") != std::string::npos);
-    QVERIFY(usageError({"--reconcile-grace=1h", "--reconcile-window=30m"}).find("must be shorter") != std::string::npos);
-    QVERIFY(usageError({"--max-tracked-gaps=lots"}).find("--max-tracked-gaps") != std::string::npos);
+    QVERIFY(usageError({"--web.listen-address=example.com:9477"}).find("must be an IP address") !=
+            std::string::npos);
+    QVERIFY(usageError({"--web.listen-address=:99999"}).find("not a port number") !=
+            std::string::npos);
+    QVERIFY(usageError({"--web.telemetry-path=metrics"}).find("--web.telemetry-path") !=
+            std::string::npos);
+    QVERIFY(usageError({"--reconcile-biz-types=payment,,x"}).find("empty item") !=
+            std::string::npos);
+    QVERIFY(
+        usageError({"--reconcile-grace=1h", "--reconcile-window=30m"}).find("must be shorter") !=
+        std::string::npos);
+    QVERIFY(usageError({"--max-tracked-gaps=lots"}).find("--max-tracked-gaps") !=
+            std::string::npos);
     QVERIFY(usageError({"--db.dsn"}).find("--db.dsn needs a value") != std::string::npos);
   }
 
@@ -127,12 +136,14 @@ class TestExporterFlags : public QObject {
     const Run r = runBinary({"--db.dsn", "host=localhost port", "--web.listen-address",
                              QStringLiteral("127.0.0.1:%1").arg(test::freePort())});
     QCOMPARE(r.exitCode, 2);
-    QVERIFY2(r.stdErr.contains("--db.dsn") && r.stdErr.contains("is not valid"), qPrintable(r.stdErr));
+    QVERIFY2(r.stdErr.contains("--db.dsn") && r.stdErr.contains("is not valid"),
+             qPrintable(r.stdErr));
   }
 
   void binaryRefusesAnUnreadableWebConfig() {
-    const Run r = runBinary({"--web.config.file", "/nonexistent/web.yml", "--db.dsn", "dbname=x",
-                             "--web.listen-address", QStringLiteral("127.0.0.1:%1").arg(test::freePort())});
+    const Run r =
+        runBinary({"--web.config.file", "/nonexistent/web.yml", "--db.dsn", "dbname=x",
+                   "--web.listen-address", QStringLiteral("127.0.0.1:%1").arg(test::freePort())});
     QVERIFY(r.exitCode != 0);
     QVERIFY2(r.stdErr.contains("/nonexistent/web.yml: cannot be read"), qPrintable(r.stdErr));
     QCOMPARE(r.stdErr.count('\n'), 1);
@@ -142,9 +153,11 @@ class TestExporterFlags : public QObject {
     const int port = test::freePort();
     QTcpServer blocker;
     QVERIFY(blocker.listen(QHostAddress::LocalHost, static_cast<quint16>(port)));
-    const Run r = runBinary({"--db.dsn", "dbname=x", "--web.listen-address", QStringLiteral("127.0.0.1:%1").arg(port)});
+    const Run r = runBinary(
+        {"--db.dsn", "dbname=x", "--web.listen-address", QStringLiteral("127.0.0.1:%1").arg(port)});
     QCOMPARE(r.exitCode, 1);
-    QVERIFY2(r.stdErr.contains(QStringLiteral("cannot serve on 127.0.0.1:%1").arg(port)), qPrintable(r.stdErr));
+    QVERIFY2(r.stdErr.contains(QStringLiteral("cannot serve on 127.0.0.1:%1").arg(port)),
+             qPrintable(r.stdErr));
   }
 
   void unreachableDatabaseIsServedAsDbUpZero() {
@@ -152,16 +165,21 @@ class TestExporterFlags : public QObject {
     const int port = test::freePort();
     QProcess p;
     p.start(test::exporterBinary(),
-            {"--db.dsn", QStringLiteral("host=127.0.0.1 port=%1 dbname=x connect_timeout=1").arg(dbPort),
+            {"--db.dsn",
+             QStringLiteral("host=127.0.0.1 port=%1 dbname=x connect_timeout=1").arg(dbPort),
              "--web.listen-address", QStringLiteral("127.0.0.1:%1").arg(port)});
     QVERIFY(p.waitForStarted());
     const QString url = QStringLiteral("http://127.0.0.1:%1/metrics").arg(port);
-    QVERIFY(test::waitUntil([&] {
-      const test::HttpAnswer a = test::httpGet({url, {}, {}, std::chrono::milliseconds(2000)});
-      const test::Series s = test::parseMetrics(a.body);
-      return a.status == 200 && test::value(s, "idempotency_exporter_db_up") == std::optional(0.0) &&
-             test::value(s, "idempotency_exporter_collect_errors_total{stage=\"connect\"}") >= std::optional(1.0);
-    }, std::chrono::seconds(20)));
+    QVERIFY(test::waitUntil(
+        [&] {
+          const test::HttpAnswer a = test::httpGet({url, {}, {}, std::chrono::milliseconds(2000)});
+          const test::Series s = test::parseMetrics(a.body);
+          return a.status == 200 &&
+                 test::value(s, "idempotency_exporter_db_up") == std::optional(0.0) &&
+                 test::value(s, "idempotency_exporter_collect_errors_total{stage=\"connect\"}") >=
+                     std::optional(1.0);
+        },
+        std::chrono::seconds(20)));
     QCOMPARE(p.state(), QProcess::Running);
     p.terminate();  // SIGTERM: a clean stop
     QVERIFY(p.waitForFinished(10000));

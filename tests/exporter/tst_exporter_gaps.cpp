@@ -16,8 +16,11 @@ using namespace idem::test;
 namespace {
 
 BeginRequest request(const std::string& key) {
-  return {key, "payment", "o-" + key, "pay", {}, TriggerSource::Initial, "{}",
-          std::chrono::milliseconds(30'000), {}, {}};
+  return {key,        "payment",
+          "o-" + key, "pay",
+          {},         TriggerSource::Initial,
+          "{}",       std::chrono::milliseconds(30'000),
+          {},         {}};
 }
 
 constexpr const char* kBeginSql =
@@ -53,13 +56,14 @@ class TestExporterGaps : public QObject {
     auto slowConnection = db_->connect();
     pqxx::work slow(*slowConnection);
     slow.exec_params(kBeginSql, "k-slow", "o-slow");  // takes the lowest attempt and transition ids
-    beginCommitted(0, 5);                              // later ids commit first
+    beginCommitted(0, 5);                             // later ids commit first
     QVERIFY(e.waitForCollections(2));
     Series s = e.scrape();
     QCOMPARE(sumOf(s, "idempotency_requests_total"), 5.0);
     QCOMPARE(sumOf(s, "idempotency_transitions_total"), 5.0);
     QCOMPARE(value(s, tableKey("idempotency_exporter_open_gaps", "attempts")), std::optional(1.0));
-    QCOMPARE(value(s, tableKey("idempotency_exporter_open_gaps", "transitions")), std::optional(1.0));
+    QCOMPARE(value(s, tableKey("idempotency_exporter_open_gaps", "transitions")),
+             std::optional(1.0));
     // Many collections later the gap is still awaited: its transaction may commit any time.
     QVERIFY(e.waitForCollections(5));
     s = e.scrape();
@@ -89,11 +93,13 @@ class TestExporterGaps : public QObject {
       tx.exec_params(kBeginSql, "k-gone", "o-gone");
       beginCommitted(0, 3);
       QVERIFY(e.waitForCollections(2));
-      QCOMPARE(value(e.scrape(), tableKey("idempotency_exporter_open_gaps", "attempts")), std::optional(1.0));
+      QCOMPARE(value(e.scrape(), tableKey("idempotency_exporter_open_gaps", "attempts")),
+               std::optional(1.0));
       tx.abort();
     }
     QVERIFY(waitUntil([&] {
-      return value(e.scrape(), tableKey("idempotency_exporter_open_gaps", "attempts")) == std::optional(0.0);
+      return value(e.scrape(), tableKey("idempotency_exporter_open_gaps", "attempts")) ==
+             std::optional(0.0);
     }));
     beginCommitted(3, 6);
     QVERIFY(e.waitForCollections(2));
@@ -110,12 +116,15 @@ class TestExporterGaps : public QObject {
     ProtocolClient client(*c);
     client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-1", {}});
     // The gateway reports the same line twice: a no-op that still consumes a sequence value.
-    QVERIFY(client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-1", {}}).alreadyRecorded);
-    client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-2", {}});  // a double charge
+    QVERIFY(client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-1", {}})
+                .alreadyRecorded);
+    client.recordFundFlow(
+        {"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-2", {}});         // a double charge
     QVERIFY(db_->scalar("SELECT max(id) - count(*) FROM idem.fund_flows") >= 1);  // there is a hole
     QVERIFY(waitUntil([&] {
       const Series s = e.scrape();
-      return value(s, tableKey("idempotency_exporter_open_gaps", "fund_flows")) == std::optional(0.0) &&
+      return value(s, tableKey("idempotency_exporter_open_gaps", "fund_flows")) ==
+                 std::optional(0.0) &&
              value(s, fundFlowsKey("payment", "DEBIT")) == std::optional(2.0);
     }));
     const Series s = e.scrape();

@@ -59,17 +59,20 @@ class TestExporterOutage : public QObject {
 
     cluster_->stop();
     // It keeps serving and says the database is gone.
-    QVERIFY(waitUntil([&] { return value(e.scrape(), "idempotency_exporter_db_up") == std::optional(0.0); }));
+    QVERIFY(waitUntil(
+        [&] { return value(e.scrape(), "idempotency_exporter_db_up") == std::optional(0.0); }));
     QVERIFY(waitUntil([&] {
-      return *value(e.scrape(), "idempotency_exporter_collect_errors_total{stage=\"connect\"}") >= 1;
+      return *value(e.scrape(), "idempotency_exporter_collect_errors_total{stage=\"connect\"}") >=
+             1;
     }));
     const HttpAnswer during = httpGet({e.url(), {}, {}, std::chrono::milliseconds(5000)});
     QCOMPARE(during.status, 200);
     QVERIFY(during.elapsed < std::chrono::milliseconds(500));
 
     cluster_->start();
-    QVERIFY(waitUntil([&] { return value(e.scrape(), "idempotency_exporter_db_up") == std::optional(1.0); },
-                      std::chrono::seconds(60)));
+    QVERIFY(waitUntil(
+        [&] { return value(e.scrape(), "idempotency_exporter_db_up") == std::optional(1.0); },
+        std::chrono::seconds(60)));
     traffic("after");
     QVERIFY(e.waitForCollections(2));
     const Series s = e.scrape();
@@ -83,7 +86,8 @@ class TestExporterOutage : public QObject {
     QCOMPARE(transitions, scalar("SELECT count(*) FROM idem.transitions"));
     QCOMPARE(flows, scalar("SELECT count(*) FROM idem.fund_flows"));
     QCOMPARE(value(s, duplicatesKey("payment", "DEBIT")),
-             std::optional(scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL AND biz_type = 'payment' AND kind = 'DEBIT'")));
+             std::optional(scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT "
+                                  "NULL AND biz_type = 'payment' AND kind = 'DEBIT'")));
   }
 };
 

@@ -78,65 +78,91 @@ class TestExporterWeb : public QObject {
   }
 
   void basicAuthGuardsEveryPath() {
-    writeFile(path("auth.yml"), QByteArray("# users of the exporter\nbasic_auth_users:\n  prometheus: '") +
-                                    bcrypt("s3cret").c_str() + "'\n");
+    writeFile(path("auth.yml"),
+              QByteArray("# users of the exporter\nbasic_auth_users:\n  prometheus: '") +
+                  bcrypt("s3cret").c_str() + "'\n");
     auto options = testOptions(db_->dsn());
     options.webConfigFile = path("auth.yml").toStdString();
     RunningExporter e(options);
     QCOMPARE(httpGet({e.url(), {}, {}}).status, 401);
     QCOMPARE(httpGet({e.url(QStringLiteral("/")), {}, {}}).status, 401);
-    QCOMPARE(httpGet({e.url(), std::pair{QStringLiteral("prometheus"), QStringLiteral("wrong")}, {}}).status, 401);
-    QCOMPARE(httpGet({e.url(), std::pair{QStringLiteral("nobody"), QStringLiteral("s3cret")}, {}}).status, 401);
-    const HttpAnswer ok = httpGet({e.url(), std::pair{QStringLiteral("prometheus"), QStringLiteral("s3cret")}, {}});
+    QCOMPARE(
+        httpGet({e.url(), std::pair{QStringLiteral("prometheus"), QStringLiteral("wrong")}, {}})
+            .status,
+        401);
+    QCOMPARE(httpGet({e.url(), std::pair{QStringLiteral("nobody"), QStringLiteral("s3cret")}, {}})
+                 .status,
+             401);
+    const HttpAnswer ok =
+        httpGet({e.url(), std::pair{QStringLiteral("prometheus"), QStringLiteral("s3cret")}, {}});
     QCOMPARE(ok.status, 200);
     QVERIFY(ok.body.contains("idempotency_exporter_db_up"));
     // Remembered after the first bcrypt check, so that scrapes stay fast.
-    const HttpAnswer again = httpGet({e.url(), std::pair{QStringLiteral("prometheus"), QStringLiteral("s3cret")}, {}});
+    const HttpAnswer again =
+        httpGet({e.url(), std::pair{QStringLiteral("prometheus"), QStringLiteral("s3cret")}, {}});
     QCOMPARE(again.status, 200);
   }
 
   void tlsWithBasicAuthServesHttpsOnly() {
-    if (!QSslSocket::supportsSsl()) QFAIL("Qt has no TLS backend here; the HTTPS scrape cannot run");
-    writeFile(path("tls.yml"), QByteArray("tls_server_config:\n  cert_file: server.crt\n  key_file: \"server.key\"\n"
-                                          "basic_auth_users:\n  prometheus: ") + bcrypt("pw").c_str() + "\n");
+    if (!QSslSocket::supportsSsl())
+      QFAIL("Qt has no TLS backend here; the HTTPS scrape cannot run");
+    writeFile(path("tls.yml"),
+              QByteArray("tls_server_config:\n  cert_file: server.crt\n  key_file: \"server.key\"\n"
+                         "basic_auth_users:\n  prometheus: ") +
+                  bcrypt("pw").c_str() + "\n");
     auto options = testOptions(db_->dsn());
     options.webConfigFile = path("tls.yml").toStdString();
     RunningExporter e(options);
     const QString https = QStringLiteral("https://127.0.0.1:%1/metrics").arg(e.port());
     const QList<QSslCertificate> certs = QSslCertificate::fromPath(path("server.crt"));
     QCOMPARE(certs.size(), 1);
-    const HttpAnswer ok = httpGet({https, std::pair{QStringLiteral("prometheus"), QStringLiteral("pw")}, certs.first()});
+    const HttpAnswer ok = httpGet(
+        {https, std::pair{QStringLiteral("prometheus"), QStringLiteral("pw")}, certs.first()});
     QVERIFY2(ok.status == 200, ok.error.toUtf8().constData());
     QVERIFY(ok.body.contains("idempotency_exporter_build_info"));
     QCOMPARE(httpGet({https, {}, certs.first()}).status, 401);
     // Plain HTTP on the TLS port gets no metrics.
-    const HttpAnswer plain = httpGet({e.url(), std::pair{QStringLiteral("prometheus"), QStringLiteral("pw")}, {},
+    const HttpAnswer plain = httpGet({e.url(),
+                                      std::pair{QStringLiteral("prometheus"), QStringLiteral("pw")},
+                                      {},
                                       std::chrono::milliseconds(3000)});
     QVERIFY(plain.status != 200);
     // An untrusted certificate is refused by the client: it really is TLS with our certificate.
-    QCOMPARE(httpGet({https, std::pair{QStringLiteral("prometheus"), QStringLiteral("pw")}, {}}).status, 0);
+    QCOMPARE(
+        httpGet({https, std::pair{QStringLiteral("prometheus"), QStringLiteral("pw")}, {}}).status,
+        0);
   }
 
   void webConfigErrorsNameTheProblem() {
     QVERIFY(configError("").empty());  // an empty file: no TLS, no auth
     QVERIFY(configError("nonsense: 1\n").find("unknown key \"nonsense\"") != std::string::npos);
-    QVERIFY(configError("basic_auth_users:\n  alice: plaintext\n").find("not a bcrypt hash") != std::string::npos);
-    QVERIFY(configError("tls_server_config:\n  cert_file: a.crt\n").find("needs both cert_file and key_file") != std::string::npos);
-    QVERIFY(configError("tls_server_config:\n  cert_file: /nope.crt\n  key_file: /nope.key\n").find("cert_file /nope.crt cannot be read") != std::string::npos);
-    QVERIFY(configError("tls_server_config:\n  cipher_suites: x\n").find("cipher_suites is not supported") != std::string::npos);
-    QVERIFY(configError("tls_server_config:\n  client_auth_type: RequireAnyClientCert\n").find("client_auth_type") != std::string::npos);
-    QVERIFY(configError("http_server_config:\n  http2: false\n").find("http_server_config") != std::string::npos);
+    QVERIFY(configError("basic_auth_users:\n  alice: plaintext\n").find("not a bcrypt hash") !=
+            std::string::npos);
+    QVERIFY(configError("tls_server_config:\n  cert_file: a.crt\n")
+                .find("needs both cert_file and key_file") != std::string::npos);
+    QVERIFY(configError("tls_server_config:\n  cert_file: /nope.crt\n  key_file: /nope.key\n")
+                .find("cert_file /nope.crt cannot be read") != std::string::npos);
+    QVERIFY(configError("tls_server_config:\n  cipher_suites: x\n")
+                .find("cipher_suites is not supported") != std::string::npos);
+    QVERIFY(configError("tls_server_config:\n  client_auth_type: RequireAnyClientCert\n")
+                .find("client_auth_type") != std::string::npos);
+    QVERIFY(configError("http_server_config:\n  http2: false\n").find("http_server_config") !=
+            std::string::npos);
     QVERIFY(configError("basic_auth_users:\n\talice: x\n").find("line 2") != std::string::npos);
-    QVERIFY(configError("basic_auth_users:\n  - alice\n").find("lists are not supported") != std::string::npos);
+    QVERIFY(configError("basic_auth_users:\n  - alice\n").find("lists are not supported") !=
+            std::string::npos);
     try {
       exporter::loadWebConfig("/nonexistent/web.yml");
       QFAIL("an unreadable file must be refused");
     } catch (const exporter::WebConfigError& e) {
-      QVERIFY(std::string(e.what()).find("/nonexistent/web.yml: cannot be read") != std::string::npos);
+      QVERIFY(std::string(e.what()).find("/nonexistent/web.yml: cannot be read") !=
+              std::string::npos);
     }
     // Relative paths are relative to the file's folder, as in the exporter toolkit.
-    const auto ok = exporter::parseWebConfig("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  min_version: TLS13\n",
-                                             dir_.path().toStdString());
+    const auto ok = exporter::parseWebConfig(
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  min_version: "
+        "TLS13\n",
+        dir_.path().toStdString());
     QVERIFY(ok.tls.has_value());
     QCOMPARE(QString::fromStdString(ok.tls->certFile.string()), path("server.crt"));
     QCOMPARE(ok.tls->protocolVersion, 5);

@@ -14,8 +14,10 @@ CollectorSet::CollectorSet(const CollectorSettings& settings)
   for (const std::string& biz : settings.reconciliation.bizTypes) bizTypes_->intern(biz);
 
   collectors_.push_back(std::make_unique<UnsettledRecordsCollector>(bizTypes_));
-  collectors_.push_back(std::make_unique<RequestsCollector>(bizTypes_, settings.reader, readStats_));
-  collectors_.push_back(std::make_unique<FundFlowsCollector>(bizTypes_, settings.reader, readStats_));
+  collectors_.push_back(
+      std::make_unique<RequestsCollector>(bizTypes_, settings.reader, readStats_));
+  collectors_.push_back(
+      std::make_unique<FundFlowsCollector>(bizTypes_, settings.reader, readStats_));
   collectors_.push_back(std::make_unique<TransitionsCollector>(settings.reader, readStats_));
   collectors_.push_back(std::make_unique<ReconciliationCollector>(settings.reconciliation));
 

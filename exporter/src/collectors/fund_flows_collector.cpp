@@ -1,7 +1,7 @@
 #include "collectors/fund_flows_collector.hpp"
 
-#include <pqxx/pqxx>
 #include <limits>
+#include <pqxx/pqxx>
 
 #include "idem/vocabulary.hpp"
 #include "log.hpp"
@@ -78,8 +78,8 @@ void FundFlowsCollector::publish() {
   std::lock_guard lock(mutex_);
   publishedCounts_ = counts_;
   if (!reader_.started()) return;
-  duplicateRatio_ = w[kAll] == 0 ? kNaN
-                                 : static_cast<double>(w[kDuplicates]) / static_cast<double>(w[kAll]);
+  duplicateRatio_ =
+      w[kAll] == 0 ? kNaN : static_cast<double>(w[kDuplicates]) / static_cast<double>(w[kAll]);
 }
 
 void FundFlowsCollector::collect(std::vector<prometheus::MetricFamily>& out) const {

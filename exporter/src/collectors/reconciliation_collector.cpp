@@ -1,7 +1,7 @@
 #include "collectors/reconciliation_collector.hpp"
 
-#include <pqxx/pqxx>
 #include <pqxx/nontransaction>
+#include <pqxx/pqxx>
 
 #include "metric_families.hpp"
 
@@ -67,11 +67,14 @@ ReconciliationCollector::ReconciliationCollector(ReconciliationSettings settings
 void ReconciliationCollector::update(pqxx::connection& connection) {
   pqxx::nontransaction tx(connection);
   const std::string bizTypes = textArrayLiteral(settings_.bizTypes);
-  const double debits = tx.exec_params1(kDebitWithoutSuccess, bizTypes, intervalText(settings_.window),
-                                        intervalText(settings_.grace))[0].as<double>();
-  const double successes = tx.exec_params1(kSuccessWithoutDebit, bizTypes,
-                                           intervalText(settings_.window),
-                                           intervalText(settings_.grace))[0].as<double>();
+  const double debits =
+      tx.exec_params1(kDebitWithoutSuccess, bizTypes, intervalText(settings_.window),
+                      intervalText(settings_.grace))[0]
+          .as<double>();
+  const double successes =
+      tx.exec_params1(kSuccessWithoutDebit, bizTypes, intervalText(settings_.window),
+                      intervalText(settings_.grace))[0]
+          .as<double>();
   const double now = tx.exec1("SELECT extract(epoch FROM now())::float8")[0].as<double>();
   std::lock_guard lock(mutex_);
   debitWithoutSuccess_ = debits;

@@ -1,8 +1,8 @@
 #include "collectors/requests_collector.hpp"
 
-#include <pqxx/pqxx>
 #include <cmath>
 #include <limits>
+#include <pqxx/pqxx>
 
 #include "idem/vocabulary.hpp"
 #include "log.hpp"

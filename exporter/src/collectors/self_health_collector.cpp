@@ -5,8 +5,8 @@
 namespace idem::exporter {
 namespace {
 
-const std::vector<double> kDurationBounds{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                          0.1,   0.25,   0.5,   1,    2.5,   5,    10};
+const std::vector<double> kDurationBounds{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                          0.25,  0.5,    1,     2.5,  5,     10};
 
 }  // namespace
 
@@ -37,8 +37,8 @@ void SelfHealthCollector::recordCollection(std::chrono::duration<double> duratio
     if (seconds <= kDurationBounds[i]) ++buckets_[i];
   }
   if (succeeded) {
-    lastSuccess_ = std::chrono::duration<double>(
-                       std::chrono::system_clock::now().time_since_epoch()).count();
+    lastSuccess_ =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   }
 }
 
@@ -70,14 +70,15 @@ void SelfHealthCollector::collect(std::vector<prometheus::MetricFamily>& out) co
                              "committed late and was counted), expired (proven never to fill), "
                              "abandoned (over --max-tracked-gaps; a late row would be missed).",
                              MetricType::Counter);
-  auto build = makeFamily("idempotency_exporter_build_info",
-                          "Version and git revision of idemwatch-exporter; always 1.",
-                          MetricType::Gauge);
+  auto build =
+      makeFamily("idempotency_exporter_build_info",
+                 "Version and git revision of idemwatch-exporter; always 1.", MetricType::Gauge);
   {
     std::lock_guard lock(mutex_);
     addSample(dbUp, {}, dbUp_ ? 1 : 0);
     addHistogram(duration, {}, kDurationBounds, buckets_, count_, sum_);
-    for (const auto& [stage, n] : errors_) addSample(errors, {{"stage", stage}}, static_cast<double>(n));
+    for (const auto& [stage, n] : errors_)
+      addSample(errors, {{"stage", stage}}, static_cast<double>(n));
     addSample(last, {}, lastSuccess_);
   }
   for (const TableReadStats& t : readStats_.tables()) {

@@ -56,19 +56,19 @@ std::optional<std::size_t> fromIndex(std::string_view text) {
 }
 
 std::string fromLabel(std::size_t index) {
-  return index == 0 ? "none"
-                    : std::string(format(allValues<RecordStatus>()[index - 1]));
+  return index == 0 ? "none" : std::string(format(allValues<RecordStatus>()[index - 1]));
 }
 
 }  // namespace
 
 TransitionsCollector::TransitionsCollector(ReaderLimits limits, ReadStats& stats)
-    : reader_(TableQueries{"idem.transitions", kRowsAfter, kRowsByIds, kHighWater, kWindowStartId},
-              [&] {
-                limits.window = std::chrono::milliseconds(0);  // no ratio reads transitions
-                return limits;
-              }(),
-              stats.table("transitions")) {}
+    : reader_(
+          TableQueries{"idem.transitions", kRowsAfter, kRowsByIds, kHighWater, kWindowStartId},
+          [&] {
+            limits.window = std::chrono::milliseconds(0);  // no ratio reads transitions
+            return limits;
+          }(),
+          stats.table("transitions")) {}
 
 void TransitionsCollector::take(const pqxx::row& row, RowOrigin origin) {
   if (origin == RowOrigin::BeforeStart) return;
@@ -76,10 +76,12 @@ void TransitionsCollector::take(const pqxx::row& row, RowOrigin origin) {
   const auto to = tryParse<RecordStatus>(row[3].c_str());
   const auto actor = tryParse<ActorKind>(row[4].c_str());
   if (!from || !to || !actor) {
-    logWarn(std::string("idem.transitions id ") + row[0].c_str() + ": unknown status or actor kind, not counted");
+    logWarn(std::string("idem.transitions id ") + row[0].c_str() +
+            ": unknown status or actor kind, not counted");
     return;
   }
-  ++counts_[(*from * kTo + static_cast<std::size_t>(*to)) * kActors + static_cast<std::size_t>(*actor)];
+  ++counts_[(*from * kTo + static_cast<std::size_t>(*to)) * kActors +
+            static_cast<std::size_t>(*actor)];
 }
 
 void TransitionsCollector::update(pqxx::connection& connection) {

@@ -1,8 +1,8 @@
 #include "collectors/unsettled_records_collector.hpp"
 
-#include <pqxx/pqxx>
 #include <algorithm>
 #include <pqxx/nontransaction>
+#include <pqxx/pqxx>
 
 #include "metric_families.hpp"
 
@@ -95,7 +95,8 @@ void UnsettledRecordsCollector::collect(std::vector<prometheus::MetricFamily>& o
     return it == m.end() ? 0.0 : it->second;
   };
   for (const std::string& biz : bizNames) {
-    addSample(records, {{"biz_type", biz}, {"status", "PROCESSING"}}, value(state_.processing, biz));
+    addSample(records, {{"biz_type", biz}, {"status", "PROCESSING"}},
+              value(state_.processing, biz));
     addSample(records, {{"biz_type", biz}, {"status", "UNKNOWN"}}, value(state_.unknown, biz));
     addSample(stuck, {{"biz_type", biz}}, value(state_.stuck, biz));
   }
