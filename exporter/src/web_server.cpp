@@ -84,10 +84,16 @@ int beginRequest(mg_connection* conn) {
   return 1;
 }
 
+// While starting, civetweb's messages explain a failure (bind, TLS set-up); once serving, they are
+// about single connections (a plain-HTTP client on the TLS port, a port scanner) and go to debug,
+// so that strangers cannot fill the log.
 int logMessage(const mg_connection*, const char* message) {
-  if (startErrors != nullptr)
+  if (startErrors != nullptr) {
     *startErrors += std::string(startErrors->empty() ? "" : "; ") + message;
-  logWarn(std::string("web server: ") + message);
+    logWarn(std::string("web server: ") + message);
+  } else {
+    logDebug(std::string("web server: ") + message);
+  }
   return 1;
 }
 
