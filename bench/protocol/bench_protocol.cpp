@@ -195,7 +195,8 @@ int main(int argc, char** argv) {
         {"db.dsn", true, "DSN", "database to measure in (a scratch database: tables are created)"},
         {"seconds", true, "N", "length of one measurement (default 10)"},
         {"repeat", true, "N", "measurements per variant and thread count; the median counts (default 3)"},
-        {"threads", true, "LIST", "client thread counts (default 1,2,8)"}};
+        {"threads", true, "LIST", "client thread counts (default 1,2,8)"},
+        {"only-protocol", false, "", "run only begin+complete (for profiling the server)"}};
     const idem::CommandLine cli(std::vector<std::string>(argv + 1, argv + argc), specs);
     const auto settings = idem::ConnectionSettings::resolve(cli.value("db.dsn"));
     const auto seconds = cli.integer("seconds", 1, 3600).value_or(10);
@@ -220,6 +221,12 @@ int main(int argc, char** argv) {
     int run = 0;
     for (int threads : threadCounts) {
       std::vector<Measurement> plain, hand, protocol;
+      if (cli.has("only-protocol")) {
+        const Measurement m = measure(settings, Variant::Protocol, threads, ++run, std::chrono::seconds(seconds));
+        std::printf("%-8d %-15s %12.0f %16.1f %12.0f\n", threads, name(Variant::Protocol), m.opsPerSecond,
+                    m.serverCpuMicrosPerOp, m.walBytesPerOp);
+        continue;
+      }
       for (int r = 0; r < repeat; ++r) {
         const auto length = std::chrono::seconds(seconds);
         plain.push_back(measure(settings, Variant::Plain, threads, ++run, length));
