@@ -5,7 +5,7 @@
 #include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 
-#include "duration.hpp"
+#include "idem/duration.hpp"
 #include "idem/database_error.hpp"
 #include "log.hpp"
 

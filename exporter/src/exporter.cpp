@@ -4,7 +4,7 @@
 
 #include "collection_loop.hpp"
 #include "collectors/collector_list.hpp"
-#include "duration.hpp"
+#include "idem/duration.hpp"
 #include "log.hpp"
 #include "web_server.hpp"
 

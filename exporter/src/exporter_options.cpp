@@ -4,7 +4,7 @@
 #include <functional>
 #include <map>
 
-#include "duration.hpp"
+#include "idem/duration.hpp"
 
 namespace idem::exporter {
 namespace {

@@ -2,66 +2,66 @@
 
 #include <array>
 #include <cctype>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 namespace idem {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, long long>, 7> kUnits{{
-    {"ms", 1},
-    {"s", 1000},
-    {"m", 60'000},
-    {"h", 3'600'000},
-    {"d", 86'400'000},
-    {"w", 604'800'000},
-    {"y", 31'536'000'000},
-}};
+using Unit = std::pair<std::string_view, std::int64_t>;  // spelling, milliseconds
+constexpr std::array<Unit, 7> units{{{"y", 365LL * 24 * 3600 * 1000},
+                                     {"w", 7LL * 24 * 3600 * 1000},
+                                     {"d", 24LL * 3600 * 1000},
+                                     {"h", 3600LL * 1000},
+                                     {"m", 60LL * 1000},
+                                     {"s", 1000},
+                                     {"ms", 1}}};
 
 }  // namespace
 
 std::optional<std::chrono::milliseconds> parseDuration(std::string_view text) {
   if (text.empty()) return std::nullopt;
   if (text == "0") return std::chrono::milliseconds(0);
-  long long total = 0;
+  std::int64_t total = 0;
+  std::size_t nextUnit = 0;  // units must come largest first, each once
   std::size_t i = 0;
   while (i < text.size()) {
-    long long number = 0;
+    std::int64_t number = 0;
     const std::size_t digitsStart = i;
-    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) != 0) {
+    while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+      if (number > std::numeric_limits<std::int64_t>::max() / 10) return std::nullopt;
       number = number * 10 + (text[i] - '0');
-      if (number > 1'000'000'000'000LL) return std::nullopt;
       ++i;
     }
     if (i == digitsStart) return std::nullopt;
     const std::size_t unitStart = i;
-    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i])) != 0) ++i;
+    while (i < text.size() && std::isalpha(static_cast<unsigned char>(text[i]))) ++i;
     const std::string_view unit = text.substr(unitStart, i - unitStart);
-    bool known = false;
-    for (const auto& [name, ms] : kUnits) {
-      if (unit == name) {
-        total += number * ms;
-        known = true;
+    bool matched = false;
+    for (std::size_t u = nextUnit; u < units.size(); ++u) {
+      if (units[u].first == unit) {
+        if (number > std::numeric_limits<std::int64_t>::max() / units[u].second)
+          return std::nullopt;
+        total += number * units[u].second;
+        nextUnit = u + 1;
+        matched = true;
         break;
       }
     }
-    if (!known) return std::nullopt;
+    if (!matched) return std::nullopt;
   }
   return std::chrono::milliseconds(total);
 }
 
 std::string formatDuration(std::chrono::milliseconds d) {
-  long long ms = d.count();
-  if (ms == 0) return "0s";
+  std::int64_t left = d.count();
+  if (left == 0) return "0s";
   std::string out;
-  if (ms < 0) {
-    out = "-";
-    ms = -ms;
-  }
-  for (auto it = kUnits.rbegin(); it != kUnits.rend(); ++it) {
-    if (it->first == "w" || it->first == "y") continue;  // "8d" reads better than "1w1d"
-    if (ms >= it->second) {
-      out += std::to_string(ms / it->second) + std::string(it->first);
-      ms %= it->second;
+  for (const auto& [spelling, ms] : units) {
+    if (left >= ms) {
+      out += std::to_string(left / ms) + std::string(spelling);
+      left %= ms;
     }
   }
   return out;

@@ -5,7 +5,7 @@
 #include <QTcpServer>
 #include <QtTest>
 
-#include "duration.hpp"
+#include "idem/duration.hpp"
 #include "exporter_harness.hpp"
 #include "exporter_options.hpp"
 #include "pg_cluster.hpp"

@@ -8,10 +8,11 @@
 
 namespace idem {
 
-// Empty when the text is not a duration.
+// Empty on anything that is not a sequence of <integer><unit> with units y w d h m s ms, largest
+// first, each at most once (as Prometheus reads them).
 std::optional<std::chrono::milliseconds> parseDuration(std::string_view text);
 
-// The shortest Prometheus spelling: 90000ms -> "1m30s", 0 -> "0s".
+// The shortest Prometheus spelling: 300000ms -> "5m", 90000ms -> "1m30s", 0 -> "0s".
 std::string formatDuration(std::chrono::milliseconds d);
 
 }  // namespace idem
