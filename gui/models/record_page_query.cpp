@@ -71,7 +71,7 @@ void applyFilter(StatementText& s, const RecordFilter& f) {
   if (!f.bizType.empty()) s.require("biz_type = " + s.bind(f.bizType));
   if (!f.key.empty()) s.require("idempotency_key = " + s.bind(f.key));
   // ^@ (starts with) compares bytes, with no wildcard characters to escape, and under the "C"
-  // collation it is answered from records_biz_id_prefix (sql/006_admin.sql) as a range scan.
+  // collation it is answered from records_biz_id_prefix (sql/005_admin.sql) as a range scan.
   if (!f.bizIdPrefix.empty()) s.require("biz_id COLLATE \"C\" ^@ " + s.bind(f.bizIdPrefix));
   const std::string column = sortColumn(f.order);
   if (f.from) s.require(column + " >= " + timestampParam(s.bind(micros(*f.from))));
