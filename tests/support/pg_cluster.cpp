@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <QCoreApplication>
 #include <QDir>
 #include <QFile>
 #include <QProcess>
@@ -101,6 +102,21 @@ void PgCluster::start() {
     throw std::runtime_error(std::string(e.what()) + "\n" + log.readAll().toStdString());
   }
   running_ = true;
+  startWatchdog();
+}
+
+// A test killed by a timeout or a crash cannot run its destructors. A detached shell outlives it,
+// notices, and stops the cluster and removes its folder, so no server is left running.
+void PgCluster::startWatchdog() {
+  if (watchdogStarted_) return;
+  const QString runAs = geteuid() == 0 ? QStringLiteral("runuser -u postgres -- ") : QString();
+  const QString script =
+      QStringLiteral(
+          "while kill -0 %1 2>/dev/null; do sleep 1; done; "
+          "%2'%3/pg_ctl' -D '%4/data' -m immediate stop >/dev/null 2>&1; rm -rf '%4'")
+          .arg(QCoreApplication::applicationPid())
+          .arg(runAs, postgresBinDir(), dir_->path());
+  watchdogStarted_ = QProcess::startDetached(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), script});
 }
 
 void PgCluster::stop() {

@@ -27,6 +27,8 @@ class PgCluster {
 
  private:
   QString runAsOwner(const QStringList& command, int timeoutMs) const;
+  void startWatchdog();
+  bool watchdogStarted_ = false;
   std::unique_ptr<QTemporaryDir> dir_;
   int port_ = 0;
   bool running_ = false;
