@@ -59,6 +59,8 @@ std::string formatDuration(std::chrono::milliseconds d) {
   if (left == 0) return "0s";
   std::string out;
   for (const auto& [spelling, ms] : units) {
+    // Days are the largest unit written: "30d" reads better than "4w2d".
+    if (spelling == "y" || spelling == "w") continue;
     if (left >= ms) {
       out += std::to_string(left / ms) + std::string(spelling);
       left %= ms;

@@ -41,6 +41,7 @@ class TestCommandLine : public QObject {
     QCOMPARE(formatDuration(90s), std::string("1m30s"));
     QCOMPARE(formatDuration(0ms), std::string("0s"));
     QCOMPARE(formatDuration(std::chrono::milliseconds(25h)), std::string("1d1h"));
+    QCOMPARE(formatDuration(std::chrono::milliseconds(720h)), std::string("30d"));
     QVERIFY(!parseDuration("30s1m"));  // largest unit first, as Prometheus reads them
   }
 

@@ -12,7 +12,7 @@ namespace idem {
 // first, each at most once (as Prometheus reads them).
 std::optional<std::chrono::milliseconds> parseDuration(std::string_view text);
 
-// The shortest Prometheus spelling: 300000ms -> "5m", 90000ms -> "1m30s", 0 -> "0s".
+// The Prometheus spelling, days at most: 300000ms -> "5m", 90000ms -> "1m30s", 30 days -> "30d".
 std::string formatDuration(std::chrono::milliseconds d);
 
 }  // namespace idem
