@@ -20,27 +20,10 @@
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
 #include "widgets/column_widths.hpp"
+#include "widgets/evidence_table.hpp"
 
 namespace idem::admin {
 namespace {
-
-QString text(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
-
-QTreeView* makeTable(QAbstractItemModel* model, QWidget* parent, const QString& name) {
-  auto* view = new QTreeView(parent);
-  view->setObjectName(name);
-  view->setModel(model);
-  view->setRootIsDecorated(false);
-  view->setUniformRowHeights(true);
-  view->setAlternatingRowColors(true);
-  view->setSelectionBehavior(QAbstractItemView::SelectRows);
-  view->setWordWrap(false);
-  view->setTextElideMode(Qt::ElideRight);
-  view->header()->setStretchLastSection(true);
-  return view;
-}
 
 QPlainTextEdit* makeJsonView(QWidget* parent, const QString& name) {
   auto* edit = new QPlainTextEdit(parent);
@@ -66,7 +49,9 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
   placeholder_->setAlignment(Qt::AlignCenter);
   placeholder_->setWordWrap(true);
   placeholder_->setStyleSheet(QStringLiteral("color: palette(mid);"));
-  placeholder_->setText(QStringLiteral("Select a record to see its history, its attempts and the fund flows of its business object."));
+  placeholder_->setText(
+      QStringLiteral("Select a record to see its history, its attempts and the fund flows of its "
+                     "business object."));
 
   auto* page = new QWidget(this);
   auto* outer = new QVBoxLayout(page);
@@ -109,9 +94,12 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
   fieldsBox->setMaximumWidth(460);
   body->addWidget(fieldsBox, 0, Qt::AlignTop);
 
-  timeline_ = makeTable(selected_->transitions(), tabs_, QStringLiteral("timelineView"));
-  attempts_ = makeTable(selected_->attempts(), tabs_, QStringLiteral("attemptsView"));
-  fundFlows_ = makeTable(selected_->fundFlows(), tabs_, QStringLiteral("fundFlowsView"));
+  timeline_ = makeEvidenceTable(selected_->transitions(), tabs_, QStringLiteral("timelineView"),
+                                RowSelection::Rows);
+  attempts_ = makeEvidenceTable(selected_->attempts(), tabs_, QStringLiteral("attemptsView"),
+                                RowSelection::Rows);
+  fundFlows_ = makeEvidenceTable(selected_->fundFlows(), tabs_, QStringLiteral("fundFlowsView"),
+                                 RowSelection::Rows);
   request_ = makeJsonView(tabs_, QStringLiteral("requestPayload"));
   response_ = makeJsonView(tabs_, QStringLiteral("responsePayload"));
   tabs_->setObjectName(QStringLiteral("detailTabs"));
@@ -124,14 +112,16 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
   outer->addLayout(body, 1);
 
   const QString time = QStringLiteral("2026-11-30 02:44:06");
-  fitColumns(timeline_, {time, QStringLiteral("PROCESSING"), QStringLiteral("PROCESSING"), QStringLiteral("99"),
-                         QStringLiteral("checkout_agent"), QStringLiteral("operator"),
-                         QStringLiteral("gateway console shows the capture; statement")});
+  fitColumns(timeline_,
+             {time, QStringLiteral("PROCESSING"), QStringLiteral("PROCESSING"),
+              QStringLiteral("99"), QStringLiteral("checkout_agent"), QStringLiteral("operator"),
+              QStringLiteral("gateway console shows the capture; statement")});
   fitColumns(attempts_, {time, QStringLiteral("framework"), QStringLiteral("payload_mismatch"),
                          QStringLiteral("checkout-agent-4"), QStringLiteral("0123456789abcdef")});
-  fitColumns(fundFlows_, {time, QStringLiteral("UNFREEZE"), QStringLiteral("99 999.99 CNY"),
-                          QStringLiteral("gw-0123456789ab"), QStringLiteral("issue_coupon:cpn-49183:73f301"),
-                          QStringLiteral("Duplicate of")});
+  fitColumns(fundFlows_,
+             {time, QStringLiteral("UNFREEZE"), QStringLiteral("99 999.99 CNY"),
+              QStringLiteral("gw-0123456789ab"), QStringLiteral("issue_coupon:cpn-49183:73f301"),
+              QStringLiteral("Duplicate of")});
 
   stack_->addWidget(placeholder_);
   stack_->addWidget(page);
@@ -165,9 +155,11 @@ void RecordDetailView::updateFromRecord() {
     return;
   }
   stack_->setCurrentIndex(1);
-  title_->setText(text(selected_->key()));
+  title_->setText(fromUtf8(selected_->key()));
   const std::optional<Record>& r = selected_->record();
-  auto field = [this](const QString& name) { return findChild<QLabel*>(QStringLiteral("field_") + name); };
+  auto field = [this](const QString& name) {
+    return findChild<QLabel*>(QStringLiteral("field_") + name);
+  };
   if (!r) {
     for (QLabel* l : std::as_const(fields_)) l->clear();
     request_->clear();
@@ -187,8 +179,9 @@ void RecordDetailView::updateFromRecord() {
   const Timestamp now = localNow();
   status_->setText(statusBadgeHtml(r->status) +
                    QStringLiteral("&nbsp; for %1").arg(ageText(now - r->updatedAt)));
-  field(QStringLiteral("business"))->setText(text(r->bizType) + QStringLiteral(" / ") + text(r->bizId));
-  field(QStringLiteral("tool"))->setText(text(r->tool));
+  field(QStringLiteral("business"))
+      ->setText(fromUtf8(r->bizType) + QStringLiteral(" / ") + fromUtf8(r->bizId));
+  field(QStringLiteral("tool"))->setText(fromUtf8(r->tool));
   field(QStringLiteral("version"))->setText(QString::number(r->version));
   field(QStringLiteral("attempt_count"))->setText(QString::number(r->attemptCount));
   field(QStringLiteral("created_at"))->setText(displayTime(r->createdAt));
@@ -199,17 +192,18 @@ void RecordDetailView::updateFromRecord() {
     const bool expired = *r->leaseExpiresAt < now;
     const QString when = displayTime(*r->leaseExpiresAt);
     field(QStringLiteral("lease_expires_at"))
-        ->setText(expired && isUnsettled(r->status)
-                      ? QStringLiteral("%1 <span style=\"color:#A32500;\"><b>(expired %2 ago)</b></span>")
-                            .arg(when, ageText(now - *r->leaseExpiresAt))
-                      : when);
+        ->setText(
+            expired && isUnsettled(r->status)
+                ? QStringLiteral("%1 <span style=\"color:#A32500;\"><b>(expired %2 ago)</b></span>")
+                      .arg(when, ageText(now - *r->leaseExpiresAt))
+                : when);
   } else {
     field(QStringLiteral("lease_expires_at"))->setText(QStringLiteral("\u2014"));
   }
-  field(QStringLiteral("request_hash"))->setText(text(r->requestHash).left(16) + QChar(0x2026));
-  field(QStringLiteral("request_hash"))->setToolTip(text(r->requestHash));
-  field(QStringLiteral("last_error"))->setText(r->lastError ? text(*r->lastError).toHtmlEscaped()
-                                                            : QStringLiteral("\u2014"));
+  field(QStringLiteral("request_hash"))->setText(fromUtf8(r->requestHash).left(16) + QChar(0x2026));
+  field(QStringLiteral("request_hash"))->setToolTip(fromUtf8(r->requestHash));
+  field(QStringLiteral("last_error"))
+      ->setText(r->lastError ? fromUtf8(*r->lastError).toHtmlEscaped() : QStringLiteral("\u2014"));
   request_->setPlainText(prettyJson(r->requestPayload));
   response_->setPlainText(prettyJson(r->responsePayload));
 
@@ -217,12 +211,11 @@ void RecordDetailView::updateFromRecord() {
   tabs_->setTabText(1, QStringLiteral("Attempts (%1)").arg(selected_->attempts()->rowCount()));
   const int flows = selected_->fundFlows()->rowCount();
   const int duplicates = selected_->fundFlows()->duplicateCount();
-  tabs_->setTabText(2, duplicates > 0
-                           ? QStringLiteral("Fund flows (%1, %2 duplicate%3)")
-                                 .arg(flows)
-                                 .arg(duplicates)
-                                 .arg(duplicates == 1 ? QString() : QStringLiteral("s"))
-                           : QStringLiteral("Fund flows (%1)").arg(flows));
+  tabs_->setTabText(2, duplicates > 0 ? QStringLiteral("Fund flows (%1, %2 duplicate%3)")
+                                            .arg(flows)
+                                            .arg(duplicates)
+                                            .arg(duplicates == 1 ? QString() : QStringLiteral("s"))
+                                      : QStringLiteral("Fund flows (%1)").arg(flows));
   tabs_->tabBar()->setTabTextColor(
       2, duplicates > 0 ? QColor(0xA3, 0x25, 0x00) : tabs_->tabBar()->tabTextColor(0));
 }

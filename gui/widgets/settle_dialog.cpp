@@ -21,30 +21,11 @@
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
 #include "widgets/column_widths.hpp"
+#include "widgets/evidence_table.hpp"
 
 namespace idem::admin {
-namespace {
-
-QString text(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
-
-QTreeView* makeTable(QAbstractItemModel* model, QWidget* parent, const QString& name) {
-  auto* view = new QTreeView(parent);
-  view->setObjectName(name);
-  view->setModel(model);
-  view->setRootIsDecorated(false);
-  view->setUniformRowHeights(true);
-  view->setAlternatingRowColors(true);
-  view->setSelectionMode(QAbstractItemView::NoSelection);
-  view->header()->setStretchLastSection(true);
-  return view;
-}
-
-}  // namespace
-
-SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen, std::vector<FundFlow> flows,
-                           QWidget* parent)
+SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
+                           std::vector<FundFlow> flows, QWidget* parent)
     : QDialog(parent),
       session_(session),
       seen_(seen),
@@ -59,7 +40,7 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen, std::ve
       conflictBox_(new QGroupBox(this)),
       buttons_(new QDialogButtonBox(QDialogButtonBox::Cancel, this)) {
   setObjectName(QStringLiteral("settleDialog"));
-  setWindowTitle(QStringLiteral("Settle %1").arg(text(seen_.idempotencyKey)));
+  setWindowTitle(QStringLiteral("Settle %1").arg(fromUtf8(seen_.idempotencyKey)));
   setMinimumWidth(920);
   flows_.setFlows(std::move(flows));
 
@@ -73,28 +54,30 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen, std::ve
   summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
   summary->setText(
       QStringLiteral("<b>%1</b> &nbsp;%2&nbsp; version %3, for %4<br>%5 / %6 \u00B7 tool %7%8")
-          .arg(text(seen_.idempotencyKey).toHtmlEscaped(), statusBadgeHtml(seen_.status))
+          .arg(fromUtf8(seen_.idempotencyKey).toHtmlEscaped(), statusBadgeHtml(seen_.status))
           .arg(seen_.version)
           .arg(ageText(localNow() - seen_.updatedAt))
-          .arg(text(seen_.bizType).toHtmlEscaped(), text(seen_.bizId).toHtmlEscaped(),
-               text(seen_.tool).toHtmlEscaped(),
+          .arg(fromUtf8(seen_.bizType).toHtmlEscaped(), fromUtf8(seen_.bizId).toHtmlEscaped(),
+               fromUtf8(seen_.tool).toHtmlEscaped(),
                seen_.lastError ? QStringLiteral("<br>last error: <i>%1</i>")
-                                     .arg(text(*seen_.lastError).toHtmlEscaped())
+                                     .arg(fromUtf8(*seen_.lastError).toHtmlEscaped())
                                : QString()));
   layout->addWidget(summary);
 
-  auto* flowsBox = new QGroupBox(
-      QStringLiteral("Fund flows of %1 / %2 (%3)")
-          .arg(text(seen_.bizType), text(seen_.bizId))
-          .arg(flows_.rowCount() == 0 ? QStringLiteral("none recorded")
-                                      : QString::number(flows_.rowCount())),
-      this);
+  auto* flowsBox =
+      new QGroupBox(QStringLiteral("Fund flows of %1 / %2 (%3)")
+                        .arg(fromUtf8(seen_.bizType), fromUtf8(seen_.bizId))
+                        .arg(flows_.rowCount() == 0 ? QStringLiteral("none recorded")
+                                                    : QString::number(flows_.rowCount())),
+                    this);
   auto* flowsLayout = new QVBoxLayout(flowsBox);
-  auto* flowsView = makeTable(&flows_, flowsBox, QStringLiteral("settleFlows"));
+  auto* flowsView =
+      makeEvidenceTable(&flows_, flowsBox, QStringLiteral("settleFlows"), RowSelection::None);
   flowsView->setMaximumHeight(130);
-  fitColumns(flowsView, {QStringLiteral("2026-11-30 02:44:06"), QStringLiteral("UNFREEZE"),
-                         QStringLiteral("99 999.99 CNY"), QStringLiteral("gw-0123456789ab"),
-                         QStringLiteral("issue_coupon:cpn-49183:73f301"), QStringLiteral("Duplicate of")});
+  fitColumns(flowsView,
+             {QStringLiteral("2026-11-30 02:44:06"), QStringLiteral("UNFREEZE"),
+              QStringLiteral("99 999.99 CNY"), QStringLiteral("gw-0123456789ab"),
+              QStringLiteral("issue_coupon:cpn-49183:73f301"), QStringLiteral("Duplicate of")});
   flowsLayout->addWidget(flowsView);
   layout->addWidget(flowsBox);
 
@@ -113,7 +96,9 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen, std::ve
   form->addRow(QStringLiteral("Settle to:"), targets);
 
   reason_->setObjectName(QStringLiteral("settleReason"));
-  reason_->setPlaceholderText(QStringLiteral("Required: what the decision rests on (\"gateway console shows txn 8841 captured at 10:02\")"));
+  reason_->setPlaceholderText(
+      QStringLiteral("Required: what the decision rests on (\"gateway console shows txn 8841 "
+                     "captured at 10:02\")"));
   reason_->setTabChangesFocus(true);
   reason_->setFixedHeight(reason_->fontMetrics().height() * 4);
   form->addRow(QStringLiteral("Reason:"), reason_);
@@ -121,7 +106,8 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen, std::ve
   gatewayRef_->setPlaceholderText(QStringLiteral("optional: the gateway's transaction id"));
   form->addRow(QStringLiteral("Gateway ref:"), gatewayRef_);
   evidenceJson_->setObjectName(QStringLiteral("settleEvidenceJson"));
-  evidenceJson_->setPlaceholderText(QStringLiteral("optional JSON object, e.g. {\"statement_line\": 1841, \"ticket\": \"OPS-311\"}"));
+  evidenceJson_->setPlaceholderText(QStringLiteral(
+      "optional JSON object, e.g. {\"statement_line\": 1841, \"ticket\": \"OPS-311\"}"));
   evidenceJson_->setTabChangesFocus(true);
   evidenceJson_->setFixedHeight(evidenceJson_->fontMetrics().height() * 3);
   form->addRow(QStringLiteral("Evidence:"), evidenceJson_);
@@ -133,18 +119,21 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen, std::ve
   warnings_->setVisible(false);
   layout->addWidget(warnings_);
   override_->setObjectName(QStringLiteral("settleOverride"));
-  override_->setText(QStringLiteral("I checked the gateway: no charge was taken. Settle FAILED despite the DEBIT."));
+  override_->setText(QStringLiteral(
+      "I checked the gateway: no charge was taken. Settle FAILED despite the DEBIT."));
   override_->setVisible(false);
   layout->addWidget(override_);
 
   conflictBox_->setObjectName(QStringLiteral("settleConflict"));
   conflictBox_->setTitle(QStringLiteral("Changed since you looked \u2014 nothing was written"));
   auto* conflictLayout = new QVBoxLayout(conflictBox_);
-  conflictView_ = makeTable(&changesSince_, conflictBox_, QStringLiteral("settleConflictTable"));
+  conflictView_ = makeEvidenceTable(&changesSince_, conflictBox_,
+                                    QStringLiteral("settleConflictTable"), RowSelection::None);
   conflictView_->setMaximumHeight(120);
-  fitColumns(conflictView_, {QStringLiteral("2026-11-30 02:44:06"), QStringLiteral("PROCESSING"),
-                             QStringLiteral("PROCESSING"), QStringLiteral("99"), QStringLiteral("checkout_agent"),
-                             QStringLiteral("operator"), QStringLiteral("gateway console shows the capture")});
+  fitColumns(conflictView_,
+             {QStringLiteral("2026-11-30 02:44:06"), QStringLiteral("PROCESSING"),
+              QStringLiteral("PROCESSING"), QStringLiteral("99"), QStringLiteral("checkout_agent"),
+              QStringLiteral("operator"), QStringLiteral("gateway console shows the capture")});
   conflictLayout->addWidget(conflictView_);
   conflictBox_->setVisible(false);
   layout->addWidget(conflictBox_);
@@ -177,7 +166,8 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen, std::ve
     if (job == assessmentJob_) assessmentJob_ = 0;
   });
 
-  showMessage(QStringLiteral("Choose the outcome the evidence shows, and say why. Nothing is written until you press Settle."),
+  showMessage(QStringLiteral("Choose the outcome the evidence shows, and say why. Nothing is "
+                             "written until you press Settle."),
               false);
 }
 
@@ -187,9 +177,15 @@ std::optional<RecordStatus> SettleDialog::target() const {
   return std::nullopt;
 }
 
-QString SettleDialog::message() const { return message_->text(); }
-QString SettleDialog::warnings() const { return warnings_->isHidden() ? QString() : warnings_->text(); }
-bool SettleDialog::overrideOffered() const { return !override_->isHidden(); }
+QString SettleDialog::message() const {
+  return message_->text();
+}
+QString SettleDialog::warnings() const {
+  return warnings_->isHidden() ? QString() : warnings_->text();
+}
+bool SettleDialog::overrideOffered() const {
+  return !override_->isHidden();
+}
 
 void SettleDialog::chooseTarget(RecordStatus to) {
   if (to == RecordStatus::Success) toSuccess_->setChecked(true);
@@ -212,11 +208,10 @@ void SettleDialog::onAssessed(quint64 job, const idem::SettleAssessment& assessm
   assessment_ = assessment;
   std::vector<std::string> lines = assessment.warnings;
   if (assessment.record && assessment.record->version != seen_.version) {
-    lines.insert(lines.begin(),
-                 "the record changed since you opened it: now " +
-                     std::string(format(assessment.record->status)) + " at version " +
-                     std::to_string(assessment.record->version) +
-                     "; settling will be refused, close and look again");
+    lines.insert(lines.begin(), "the record changed since you opened it: now " +
+                                    std::string(format(assessment.record->status)) +
+                                    " at version " + std::to_string(assessment.record->version) +
+                                    "; settling will be refused, close and look again");
   }
   if (!assessment.record) lines.insert(lines.begin(), "the record no longer exists");
   if (assessment.flows.size() != static_cast<std::size_t>(flows_.rowCount())) {
@@ -234,15 +229,17 @@ void SettleDialog::showWarnings(const std::vector<std::string>& warnings, bool b
   }
   QString html;
   for (const std::string& w : warnings) {
-    html += QStringLiteral("<li>%1</li>").arg(text(w).toHtmlEscaped());
+    html += QStringLiteral("<li>%1</li>").arg(fromUtf8(w).toHtmlEscaped());
   }
   const QString colour = blocking ? QStringLiteral("#FFD6CC") : QStringLiteral("#FFF0C2");
   warnings_->setStyleSheet(
-      QStringLiteral("QLabel { background: %1; border: 1px solid %2; padding: 6px; border-radius: 3px; }")
+      QStringLiteral(
+          "QLabel { background: %1; border: 1px solid %2; padding: 6px; border-radius: 3px; }")
           .arg(colour, blocking ? QStringLiteral("#C62828") : QStringLiteral("#C98A00")));
   warnings_->setText(QStringLiteral("<b>%1</b><ul style=\"margin: 2px 0 0 -20px;\">%2</ul>")
-                         .arg(blocking ? QStringLiteral("Stop: the evidence contradicts this decision")
-                                       : QStringLiteral("Check before you settle"),
+                         .arg(blocking
+                                  ? QStringLiteral("Stop: the evidence contradicts this decision")
+                                  : QStringLiteral("Check before you settle"),
                               html));
   warnings_->setVisible(true);
   override_->setVisible(blocking);
@@ -274,14 +271,16 @@ void SettleDialog::submit() {
   // The same checks settleRecord makes, here so nothing is sent for a blank reason.
   if (const auto problems = idem::validateSettleRequest(request); !problems.empty()) {
     QString joined;
-    for (const std::string& p : problems) joined += (joined.isEmpty() ? QString() : QStringLiteral("; ")) + text(p);
+    for (const std::string& p : problems)
+      joined += (joined.isEmpty() ? QString() : QStringLiteral("; ")) + fromUtf8(p);
     showMessage(QStringLiteral("Not settled: %1.").arg(joined), true);
     reason_->setFocus();
     return;
   }
   if (assessment_ && assessment_->blocking && !request.overrideDebitWarning) {
-    showMessage(QStringLiteral("Not settled: a DEBIT is recorded for this business object. Confirm with the "
-                               "gateway that nothing was charged and tick the override, or settle SUCCESS."),
+    showMessage(QStringLiteral(
+                    "Not settled: a DEBIT is recorded for this business object. Confirm with the "
+                    "gateway that nothing was charged and tick the override, or settle SUCCESS."),
                 true);
     override_->setFocus();
     return;
@@ -295,34 +294,34 @@ void SettleDialog::onSettled(quint64 job, const idem::SettleOutcome& outcome) {
   if (job != settleJob_ || job == 0) return;
   settleJob_ = 0;
   outcome_ = outcome;
-  const QString key = text(seen_.idempotencyKey);
+  const QString key = fromUtf8(seen_.idempotencyKey);
   switch (outcome.verdict) {
     case idem::SettleVerdict::Settled:
       setPhase(Phase::Settled);
-      showMessage(text(outcome.message), false);
+      showMessage(fromUtf8(outcome.message), false);
       emit recordSettled(key, outcome);
       accept();
       return;
     case idem::SettleVerdict::NeedsOverride:
       setPhase(Phase::Editing);
       showWarnings(outcome.assessment.warnings, true);
-      showMessage(QStringLiteral("Not settled: %1.").arg(text(outcome.message)), true);
+      showMessage(QStringLiteral("Not settled: %1.").arg(fromUtf8(outcome.message)), true);
       return;
     case idem::SettleVerdict::InvalidInput:
       setPhase(Phase::Editing);
-      showMessage(QStringLiteral("Not settled: %1.").arg(text(outcome.message)), true);
+      showMessage(QStringLiteral("Not settled: %1.").arg(fromUtf8(outcome.message)), true);
       return;
     case idem::SettleVerdict::Conflict:
       changesSince_.setTransitions(outcome.changesSince);
       conflictBox_->setVisible(true);
       setPhase(Phase::Conflict);
-      showMessage(QStringLiteral("Not settled: %1.").arg(text(outcome.message)), true);
+      showMessage(QStringLiteral("Not settled: %1.").arg(fromUtf8(outcome.message)), true);
       emit recordChanged(key);
       return;
     case idem::SettleVerdict::NotFound:
     case idem::SettleVerdict::InvalidTransition:
       setPhase(Phase::Refused);
-      showMessage(QStringLiteral("Not settled: %1.").arg(text(outcome.message)), true);
+      showMessage(QStringLiteral("Not settled: %1.").arg(fromUtf8(outcome.message)), true);
       emit recordChanged(key);
       return;
   }
