@@ -1,6 +1,9 @@
-// A typed client for the protocol functions of the idem schema (sql/003_protocol.sql). One instance
-// per connection; each call is one autocommit statement, as the protocol requires: begin must
-// commit before the caller goes downstream, complete after it comes back.
+// A typed client for the protocol functions of the idem schema (docs/contract/schema.md, version 2).
+// One instance per connection; each call is one autocommit statement, as the protocol requires:
+// begin must commit before the caller goes downstream, complete after it comes back.
+//
+// Only the claimant may report the outcome: `begin` hands the caller that got `executed` a claim
+// token, and complete / fail / markUnknown must present it (else `not_claimant`, nothing changes).
 #pragma once
 
 #include <chrono>
@@ -31,7 +34,17 @@ struct BeginResult {
   Outcome outcome = Outcome::Executed;
   std::optional<RecordStatus> status;  // the key's record; empty when rejected
   std::optional<int> version;
-  std::optional<std::string> responsePayload;  // set when replayed
+  std::optional<std::string> responsePayload;  // set when replayed (SUCCESS)
+  // Only for `executed`: the token that proves this caller is the claimant. Keep it with the
+  // version; it is never stored by the database (only its hash is).
+  std::optional<std::string> claimToken;
+};
+
+// What the claimant holds after `executed`: everything complete / fail / markUnknown need.
+struct Claim {
+  std::string key;
+  int version = 0;
+  std::string token;
 };
 
 struct ChangeResult {
@@ -65,13 +78,24 @@ class ProtocolClient {
   explicit ProtocolClient(pqxx::connection& connection);
 
   BeginResult begin(const BeginRequest& request);
+  // The claimant's answers. `token` is the claim token begin returned with `executed`.
   ChangeResult complete(const std::string& key, int expectedVersion,
-                        const std::string& responsePayload);
-  ChangeResult fail(const std::string& key, int expectedVersion, const std::string& error);
-  ChangeResult markUnknown(const std::string& key, int expectedVersion, const std::string& reason);
-  // The operator's settle; see settle.hpp for the checked path people use.
+                        const std::string& responsePayload, const std::string& token);
+  // retryAllowed=false: a definite business failure (card declined): a retry is `replayed` with
+  // the error, never run again. true: the request certainly never reached downstream.
+  ChangeResult fail(const std::string& key, int expectedVersion, const std::string& error,
+                    const std::string& token, bool retryAllowed = false);
+  ChangeResult markUnknown(const std::string& key, int expectedVersion, const std::string& reason,
+                           const std::string& token);
+  // The operator's settle; see settlement.hpp for the checked path people use.
   ChangeResult settle(const std::string& key, int expectedVersion, RecordStatus to,
-                      const std::string& reason, const std::optional<std::string>& evidence);
+                      const std::string& reason, const std::optional<std::string>& evidence,
+                      bool overrideMoneyMoved = false);
+  // The reconciler's decision from evidence (a JSON object, required).
+  ChangeResult resolve(const std::string& key, int expectedVersion, RecordStatus to,
+                       const std::string& reason, const std::string& evidence);
+  // Resolves to SUCCESS every stuck record whose own key has a DEBIT or CAPTURE flow.
+  int reconcile();
   int expireLeases();
   FundFlowResult recordFundFlow(const FundFlowInput& flow);
 

@@ -1,4 +1,4 @@
-// The domain vocabulary of the idem schema (shared/contract/schema.md) as C++ enums, each with one
+// The domain vocabulary of the idem schema (docs/contract/schema.md) as C++ enums, each with one
 // format/parse pair. The database rejects unknown values with CHECK constraints; these mirror them
 // so that C++ callers get the same answer before a round trip, with a message that names the value.
 #pragma once
@@ -14,11 +14,19 @@ namespace idem {
 
 enum class RecordStatus { Processing, Success, Failed, Unknown };
 enum class TriggerSource { Initial, Llm, Framework, Http, Callback };
-enum class Outcome { Executed, Replayed, InProgress, PayloadMismatch, Rejected };
+enum class Outcome { Executed, Replayed, InProgress, PayloadMismatch, Rejected, Retired };
 enum class FundFlowKind { Debit, Credit, Refund, Freeze, Unfreeze, Capture };
-enum class ActorKind { System, Operator };
+enum class ActorKind { System, Operator, Reconciler };
 // What a state-changing protocol function says about the change it was asked for.
-enum class ResultCode { Ok, Conflict, InvalidTransition, NotFound };
+enum class ResultCode {
+  Ok,
+  Conflict,
+  InvalidTransition,
+  NotFound,
+  NotClaimant,  // the claim token does not match: only the claimant may complete, fail, mark_unknown
+  LeaseActive,  // a PROCESSING record whose lease is live: its claimant may still answer
+  MoneyMoved,   // FAILED refused: money moved for the business object
+};
 
 // The spelling of each value in the database, in declaration order.
 template <typename E>
@@ -50,12 +58,13 @@ struct Vocabulary<TriggerSource> {
 template <>
 struct Vocabulary<Outcome> {
   static constexpr std::string_view name = "attempt outcome";
-  static constexpr std::array<std::pair<Outcome, std::string_view>, 5> values{{
+  static constexpr std::array<std::pair<Outcome, std::string_view>, 6> values{{
       {Outcome::Executed, "executed"},
       {Outcome::Replayed, "replayed"},
       {Outcome::InProgress, "in_progress"},
       {Outcome::PayloadMismatch, "payload_mismatch"},
       {Outcome::Rejected, "rejected"},
+      {Outcome::Retired, "retired"},
   }};
 };
 
@@ -75,20 +84,24 @@ struct Vocabulary<FundFlowKind> {
 template <>
 struct Vocabulary<ActorKind> {
   static constexpr std::string_view name = "actor kind";
-  static constexpr std::array<std::pair<ActorKind, std::string_view>, 2> values{{
+  static constexpr std::array<std::pair<ActorKind, std::string_view>, 3> values{{
       {ActorKind::System, "system"},
       {ActorKind::Operator, "operator"},
+      {ActorKind::Reconciler, "reconciler"},
   }};
 };
 
 template <>
 struct Vocabulary<ResultCode> {
   static constexpr std::string_view name = "result code";
-  static constexpr std::array<std::pair<ResultCode, std::string_view>, 4> values{{
+  static constexpr std::array<std::pair<ResultCode, std::string_view>, 7> values{{
       {ResultCode::Ok, "ok"},
       {ResultCode::Conflict, "conflict"},
       {ResultCode::InvalidTransition, "invalid_transition"},
       {ResultCode::NotFound, "not_found"},
+      {ResultCode::NotClaimant, "not_claimant"},
+      {ResultCode::LeaseActive, "lease_active"},
+      {ResultCode::MoneyMoved, "money_moved"},
   }};
 };
 
@@ -146,7 +159,10 @@ constexpr bool isUnsettled(RecordStatus s) {
   return s == RecordStatus::Processing || s == RecordStatus::Unknown;
 }
 
-// Outcomes answered by the idempotency layer without calling downstream (the hit ratio's numerator).
-constexpr bool isHit(Outcome o) { return o == Outcome::Replayed || o == Outcome::InProgress; }
+// Outcomes answered by the idempotency layer without calling downstream (the hit ratio's numerator):
+// a retired key is a retry the layer stopped as surely as a replay (docs/contract/metrics.md).
+constexpr bool isHit(Outcome o) {
+  return o == Outcome::Replayed || o == Outcome::InProgress || o == Outcome::Retired;
+}
 
 }  // namespace idem
