@@ -14,6 +14,15 @@ IDEMWATCH_PACKAGES=(
 
 say() { printf '==> %s\n' "$*" >&2; }
 
+# Under `set -e` a failing command ends the script; say which one, in one line, so that no script
+# of ours ever exits silently.
+idem_on_error() {
+  local status=$1 line=$2 command=$3
+  printf '%s: failed (exit %s) at line %s: %s\n' "$(basename "$0")" "$status" "$line" "$command" >&2
+}
+set -o errtrace
+trap 'idem_on_error $? "$LINENO" "$BASH_COMMAND"' ERR
+
 # Installs what is missing; with sudo when not root.
 install_packages() {
   local missing=()
@@ -29,13 +38,21 @@ install_packages() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# build DIR [cmake args...]: configure (once) and build everything.
+# build DIR [cmake args...]: configure (once) and build everything, or only the targets named in
+# IDEMWATCH_BUILD_TARGETS (space-separated: "tst_protocol idemctl").
 build_tree() {
   local dir=$1
   shift
   if [ ! -f "$dir/build.ninja" ]; then
     cmake -S "$IDEMWATCH_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
   fi
-  say "building in $dir"
-  cmake --build "$dir" --parallel "$(nproc)"
+  local targets=()
+  if [ -n "${IDEMWATCH_BUILD_TARGETS:-}" ]; then
+    read -r -a targets <<<"$IDEMWATCH_BUILD_TARGETS"
+    say "building ${targets[*]} in $dir"
+    cmake --build "$dir" --parallel "$(nproc)" --target "${targets[@]}"
+  else
+    say "building in $dir"
+    cmake --build "$dir" --parallel "$(nproc)"
+  fi
 }

@@ -3,7 +3,19 @@
 # port, never the system's 5432. Run as the `postgres` user when we are root (initdb and postgres
 # refuse root). Source this file, then: pg_start DIR; ...; pg_stop DIR.
 
-PG_BIN=${PG_BIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
+# The newest installed server, resolved when first needed: on a fresh machine PostgreSQL is only
+# installed by install_packages, after this file is sourced.
+pg_bin() {
+  if [ -z "${PG_BIN:-}" ]; then
+    local dirs=(/usr/lib/postgresql/*/bin)
+    [ -x "${dirs[-1]}/initdb" ] || {
+      echo "PostgreSQL server binaries not found in /usr/lib/postgresql/*/bin (is the postgresql package installed?)" >&2
+      return 1
+    }
+    PG_BIN=$(printf '%s\n' "${dirs[@]}" | sort -V | tail -n 1)
+  fi
+  printf '%s\n' "$PG_BIN"
+}
 
 # Run a command as the cluster's owner.
 pg_as_owner() {
@@ -31,10 +43,8 @@ pg_free_port() {
 # DIR must be reachable by the postgres user when we are root.
 pg_start() {
   local dir=$1
-  [ -n "$PG_BIN" ] && [ -x "$PG_BIN/initdb" ] || {
-    echo "PostgreSQL server binaries not found (looked in /usr/lib/postgresql/*/bin)" >&2
-    return 1
-  }
+  PG_BIN=$(pg_bin) || return 1
+  export PG_BIN
   mkdir -p "$dir"
   if [ "$(id -u)" -eq 0 ]; then chown postgres: "$dir"; fi
   if ! pg_as_owner test -w "$dir"; then
@@ -70,5 +80,6 @@ pg_start() {
 pg_stop() {
   local dir=$1
   [ -f "$dir/data/postmaster.pid" ] || return 0
+  PG_BIN=$(pg_bin) || return 0
   pg_as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
 }

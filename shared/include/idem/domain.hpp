@@ -29,6 +29,9 @@ struct Record {
   int attemptCount = 0;
   Timestamp createdAt{};
   Timestamp updatedAt{};
+  // May a FAILED record be claimed again by the same request (schema v2)? false: the failure is
+  // final, a retry is replayed the error.
+  bool retryAllowed = false;
 };
 
 struct Attempt {

@@ -1,8 +1,9 @@
 // The operator's settle, checked: the one code path behind the admin app's Settle dialog and
-// `idemctl settle`. It validates the input, weighs the evidence (fund flows of the business
-// object), refuses a FAILED decision that contradicts a recorded DEBIT unless explicitly
-// overridden, settles with the version the operator saw, and on a conflict reports what changed
-// since and by whom. Nothing is written unless every check passes.
+// `idemctl settle`. It validates the input, shows the evidence (fund flows of the business object,
+// and whether money moved as the database decides it: the view idem.money_position, the same rule
+// idem.settle enforces, never a second copy in C++), settles with the version the operator saw,
+// and turns each refusal of the server into a verdict with a sentence: lease_active with when the
+// lease ends, money_moved with the flows, conflict with what changed since and by whom.
 #pragma once
 
 #include <optional>
@@ -23,17 +24,22 @@ struct SettleRequest {
   RecordStatus to = RecordStatus::Failed;
   std::string reason;
   std::optional<std::string> evidence;  // JSON text
-  // Settle FAILED although a DEBIT flow exists for the business object.
-  bool overrideDebitWarning = false;
+  // Settle FAILED although money moved for the business object (the server's money_moved rule);
+  // the transition's evidence records the override. Needs a reason like any settle.
+  bool overrideMoneyMoved = false;
 };
 
 // What the evidence says about a decision, before it is made.
 struct SettleAssessment {
   std::optional<Record> record;
   std::vector<FundFlow> flows;
-  bool debitRecorded = false;   // a DEBIT flow exists for the business object
-  bool duplicateDebit = false;  // more than one: the customer was already charged twice
-  // Human-readable, strongest first. "blocking" ones need overrideDebitWarning.
+  // As the database decides it (idem.money_position): DEBIT + CAPTURE exceed REFUND.
+  bool moneyMoved = false;
+  bool duplicateDebit = false;  // more than one DEBIT: the customer was already charged twice
+  // A PROCESSING record whose lease has not expired: the server refuses to settle it (lease_active).
+  bool leaseActive = false;
+  // Human-readable, strongest first. "blocking": the server will refuse the settle as asked
+  // (money_moved without the override, or lease_active).
   std::vector<std::string> warnings;
   bool blocking = false;
 };
@@ -41,10 +47,11 @@ struct SettleAssessment {
 enum class SettleVerdict {
   Settled,            // written
   InvalidInput,       // blank reason, bad target status, evidence that is not JSON: nothing sent
-  NeedsOverride,      // FAILED while a DEBIT exists and no override: nothing written
+  MoneyMoved,         // FAILED while money moved and no override: nothing written
+  LeaseActive,        // PROCESSING with a live lease: its claimant may still answer; nothing written
   Conflict,           // the record changed since the operator looked: nothing written
   NotFound,
-  InvalidTransition,  // the record is no longer PROCESSING or UNKNOWN
+  InvalidTransition,  // the record's status cannot move to the target (SUCCESS is final)
 };
 
 struct SettleOutcome {
