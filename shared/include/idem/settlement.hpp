@@ -6,6 +6,7 @@
 // lease ends, money_moved with the flows, conflict with what changed since and by whom.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <pqxx/connection>
 #include <string>
@@ -38,6 +39,11 @@ struct SettleAssessment {
   bool duplicateDebit = false;  // more than one DEBIT: the customer was already charged twice
   // A PROCESSING record whose lease has not expired: the server refuses to settle it (lease_active).
   bool leaseActive = false;
+  // With leaseActive: how long until the lease ends, by the database's clock (record->
+  // leaseExpiresAt says when).
+  std::optional<std::chrono::milliseconds> leaseRemaining;
+  // FAILED -> SUCCESS: a correction (the money moved after all), allowed by the server.
+  bool correction = false;
   // Human-readable, strongest first. "blocking": the server will refuse the settle as asked
   // (money_moved without the override, or lease_active).
   std::vector<std::string> warnings;
@@ -65,10 +71,11 @@ struct SettleOutcome {
 // Input errors, one sentence each; empty when the request may be sent.
 std::vector<std::string> validateSettleRequest(const SettleRequest& request);
 
-// Reads the record and the fund flows of its business object and derives the warnings for
-// settling it to `to`.
+// Reads the record, the fund flows of its business object and the server's view of them
+// (money_moved, lease_active) and derives the warnings for settling it to `to`. With
+// overrideMoneyMoved, money moved still warns but no longer blocks.
 SettleAssessment assessSettle(pqxx::connection& connection, const std::string& key,
-                              RecordStatus to);
+                              RecordStatus to, bool overrideMoneyMoved = false);
 
 // The whole checked path. Throws DatabaseError only for database failures; every refusal is a
 // verdict with a message.
