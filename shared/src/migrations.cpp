@@ -28,6 +28,26 @@ CREATE TABLE IF NOT EXISTS idem.schema_migrations (
 // Any fixed number: all idemwatch migrators take the same transaction-scoped lock.
 constexpr const char* kLock = "SELECT pg_advisory_xact_lock(7347261900531)";
 
+// Every EXECUTE privilege on an idem function other than its owner's own, with the grantee's name
+// (PUBLIC for grantee 0). A NULL proacl is PostgreSQL's default, which includes PUBLIC: acldefault
+// spells it out. Signatures as "idem.name(type, type)", the form of expectedFunctionGrants().
+constexpr const char* kFunctionGrants = R"SQL(
+SELECT 'idem.' || p.proname || '(' || pg_catalog.oidvectortypes(p.proargtypes) || ')',
+       CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_catalog.pg_get_userbyid(a.grantee) END
+  FROM pg_catalog.pg_proc p
+  JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+ CROSS JOIN LATERAL pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+ WHERE n.nspname = 'idem' AND a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner
+)SQL";
+
+constexpr const char* kFunctionOwners = R"SQL(
+SELECT 'idem.' || p.proname || '(' || pg_catalog.oidvectortypes(p.proargtypes) || ')',
+       pg_catalog.pg_get_userbyid(p.proowner)
+  FROM pg_catalog.pg_proc p
+  JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname = 'idem'
+)SQL";
+
 }  // namespace
 
 std::vector<Migration> loadMigrations(const std::filesystem::path& folder) {
@@ -59,7 +79,60 @@ std::vector<Migration> loadMigrations(const std::filesystem::path& folder) {
   return out;
 }
 
-MigrationReport migrate(pqxx::connection& connection, const std::vector<Migration>& migrations) {
+const std::vector<FunctionGrant>& expectedFunctionGrants() {
+  // docs/contract/schema.md, "Roles". A function not named here is executable by its owner only.
+  static const std::vector<FunctionGrant> grants{
+      {"idem.begin(text, text, text, text, text, text, jsonb, interval, text, text)",
+       "idem_writer"},
+      {"idem.complete(text, integer, jsonb, uuid)", "idem_writer"},
+      {"idem.fail(text, integer, text, uuid, boolean)", "idem_writer"},
+      {"idem.mark_unknown(text, integer, text, uuid)", "idem_writer"},
+      {"idem.expire_leases()", "idem_writer"},
+      {"idem.record_fund_flow(text, text, text, bigint, text, text, text)", "idem_writer"},
+      {"idem.settle(text, integer, text, text, jsonb, boolean)", "idem_operator"},
+      {"idem.resolve(text, integer, text, text, jsonb)", "idem_reconciler"},
+      {"idem.reconcile()", "idem_reconciler"},
+      {"idem.expire_leases()", "idem_reconciler"},
+  };
+  return grants;
+}
+
+std::vector<std::string> functionGrantDifferences(pqxx::transaction_base& tx) {
+  std::set<std::pair<std::string, std::string>> expected;
+  for (const FunctionGrant& g : expectedFunctionGrants()) expected.insert({g.function, g.grantee});
+  std::set<std::pair<std::string, std::string>> actual;
+  for (const auto& row : tx.exec(kFunctionGrants)) actual.insert({row[0].c_str(), row[1].c_str()});
+
+  std::vector<std::string> out;
+  std::set<std::string> functions;
+  for (const auto& row : tx.exec(kFunctionOwners)) {
+    functions.insert(row[0].c_str());
+    if (std::string(row[1].c_str()) != "idem_owner") {
+      out.push_back(std::string(row[0].c_str()) + " is owned by " + row[1].c_str() +
+                    ", not by idem_owner");
+    }
+  }
+  for (const auto& [function, grantee] : actual) {
+    if (!expected.contains({function, grantee})) {
+      out.push_back(function + " is executable by " + grantee +
+                    ", which the contract's role table does not allow");
+    }
+  }
+  for (const auto& [function, grantee] : expected) {
+    if (!functions.contains(function)) {
+      out.push_back(function +
+                    " is in the contract's role table but the database has no such "
+                    "function");
+    } else if (!actual.contains({function, grantee})) {
+      out.push_back(function + " is not executable by " + grantee +
+                    ", which the contract's role table requires");
+    }
+  }
+  return out;
+}
+
+MigrationReport migrate(pqxx::connection& connection, const std::vector<Migration>& migrations,
+                        const MigrateOptions& options) {
   return translatingErrors("migrate", [&] {
     MigrationReport report;
     pqxx::work tx(connection);
@@ -78,9 +151,9 @@ MigrationReport migrate(pqxx::connection& connection, const std::vector<Migratio
     std::set<int> known;
     for (const Migration& m : migrations) {
       known.insert(m.version);
+      if (options.upTo && m.version > *options.upTo) continue;
       const std::string checksum =
-          tx.exec_params1("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", m.sql)[0]
-              .c_str();
+          tx.exec_params1("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", m.sql)[0].c_str();
       if (auto it = applied.find(m.version); it != applied.end()) {
         if (it->second.checksum != checksum) {
           throw MigrationError("migration " + m.name + " was applied with checksum " +
@@ -95,11 +168,12 @@ MigrationReport migrate(pqxx::connection& connection, const std::vector<Migratio
       try {
         tx.exec(m.sql);
       } catch (const pqxx::sql_error& e) {
-        throw DatabaseError(e.sqlstate(), "migrate: " + m.name + " failed: " +
-                                              primaryMessage(e.what()));
+        throw DatabaseError(e.sqlstate(),
+                            "migrate: " + m.name + " failed: " + primaryMessage(e.what()));
       }
-      tx.exec_params("INSERT INTO idem.schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                     m.version, m.name, checksum);
+      tx.exec_params(
+          "INSERT INTO idem.schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+          m.version, m.name, checksum);
       report.applied.push_back(m.name);
     }
     for (const auto& [version, entry] : applied) {
@@ -107,6 +181,23 @@ MigrationReport migrate(pqxx::connection& connection, const std::vector<Migratio
         throw MigrationError("the database has migration " + entry.name +
                              ", which this program does not know: it is older than the schema; "
                              "use a newer idemctl");
+      }
+    }
+    // The grants are checked on every run, not only after this one's changes: a grant made by
+    // hand since (GRANT EXECUTE ... TO PUBLIC) is a hole too, and it is refused loudly here.
+    const bool atVersion2 =
+        tx.exec1("SELECT coalesce(max(version), 0) FROM idem.schema_migrations")[0].as<int>() >=
+        kContractV2Migration;
+    if (atVersion2) {
+      const std::vector<std::string> differences = functionGrantDifferences(tx);
+      if (!differences.empty()) {
+        std::string message =
+            "migrate: the idem functions' EXECUTE grants differ from the "
+            "contract (docs/contract/schema.md, Roles), nothing was applied: ";
+        for (std::size_t i = 0; i < differences.size(); ++i) {
+          message += (i == 0 ? "" : "; ") + differences[i];
+        }
+        throw MigrationError(message);
       }
     }
     tx.commit();

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <filesystem>
-#include <stdexcept>
+#include <optional>
 #include <pqxx/connection>
+#include <pqxx/transaction_base>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -34,10 +36,40 @@ struct MigrationReport {
   int alreadyApplied = 0;
 };
 
+struct MigrateOptions {
+  // Apply only the migrations numbered up to this version (e.g. 5: a version-1 schema, to build
+  // the database an upgrade test then migrates to version 2). Empty: all of them.
+  std::optional<int> upTo;
+};
+
 // Applies what is missing, all in one transaction under an advisory lock, so concurrent runs
 // serialise and a failure leaves the database as it was. Throws MigrationError when an applied
 // migration's checksum differs from the given text, or when the database has migrations this list
 // does not know (it is newer than this program); DatabaseError when a migration fails.
-MigrationReport migrate(pqxx::connection& connection, const std::vector<Migration>& migrations);
+//
+// Once the schema is at version 2 (kContractV2Migration applied), it then compares every idem
+// function's EXECUTE grants with the contract's table (expectedFunctionGrants) and throws
+// MigrationError naming the function and the grantee that differ; the transaction, with whatever
+// this run applied, is rolled back.
+MigrationReport migrate(pqxx::connection& connection, const std::vector<Migration>& migrations,
+                        const MigrateOptions& options = {});
+
+// The migration from which the database carries schema contract version 2 and its grants.
+inline constexpr int kContractV2Migration = 9;
+
+// One EXECUTE grant the contract allows: a function (as regprocedure prints it, e.g.
+// "idem.expire_leases()") and a role. Every other grant on an idem function is a hole.
+struct FunctionGrant {
+  std::string function;
+  std::string grantee;
+};
+
+// The contract's role table (docs/contract/schema.md, "Roles"), the one place it is written down.
+const std::vector<FunctionGrant>& expectedFunctionGrants();
+
+// What differs between the database's EXECUTE grants on idem functions and the contract's table,
+// one sentence each ("idem.purge(interval) is executable by PUBLIC, which the contract does not
+// allow"); empty when they agree. The owner's own privilege is not a grant.
+std::vector<std::string> functionGrantDifferences(pqxx::transaction_base& tx);
 
 }  // namespace idem
