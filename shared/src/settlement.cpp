@@ -1,15 +1,30 @@
 #include "idem/settlement.hpp"
 
 #include <algorithm>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <pqxx/connection>
 #include <pqxx/pqxx>
 
 #include "idem/database_error.hpp"
+#include "idem/duration.hpp"
 #include "idem/record_queries.hpp"
 
 namespace idem {
 namespace {
+
+// What the server says about the record's business object and lease, by its own rule and clock:
+// money_moved comes from the view idem.money_position (the rule idem.settle enforces), never
+// from counting flows here; the lease is compared with the database's now(), not this machine's.
+constexpr const char* kServerView =
+    "SELECT r.retry_allowed, coalesce(m.money_moved, false), "
+    "r.status = 'PROCESSING' AND r.lease_expires_at > now(), "
+    "greatest(0, (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint) "
+    "FROM idem.records r LEFT JOIN idem.money_position m "
+    "ON m.biz_type = r.biz_type AND m.biz_id = r.biz_id WHERE r.idempotency_key = $1";
+
+// At most this many flows are named in one sentence; the evidence table shows them all.
+constexpr std::size_t kFlowsNamed = 6;
 
 bool isBlank(const std::string& s) {
   return std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isspace(c) != 0; });
@@ -21,6 +36,91 @@ std::string describe(const Transition& t) {
                     ") by " + t.actor + " [" + std::string(format(t.actorKind)) + "]";
   if (t.reason) out += ": " + *t.reason;
   return out;
+}
+
+std::string formatUtc(Timestamp t) {
+  const std::time_t seconds =
+      std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return text;
+}
+
+std::string objectOf(const Record& r) {
+  return r.bizType + "/" + r.bizId;
+}
+
+// "DEBIT 2990 CNY (gw-1), CAPTURE 2990 CNY (gw-2)": kinds, amounts in minor units, references.
+std::string describeFlows(const std::vector<FundFlow>& flows) {
+  std::string out;
+  for (std::size_t i = 0; i < flows.size() && i < kFlowsNamed; ++i) {
+    const FundFlow& f = flows[i];
+    if (i > 0) out += ", ";
+    out += std::string(format(f.kind)) + " " + std::to_string(f.amountMinor) + " " + f.currency +
+           " (" + f.externalRef + ")";
+  }
+  if (flows.size() > kFlowsNamed) {
+    out += " and " + std::to_string(flows.size() - kFlowsNamed) + " more";
+  }
+  return out;
+}
+
+// "the lease ends at 2026-12-01 08:05:03 UTC, in 4m12s; its claimant may still answer"
+std::string describeLease(const SettleAssessment& a) {
+  std::string out = "the lease ends at ";
+  out += a.record && a.record->leaseExpiresAt ? formatUtc(*a.record->leaseExpiresAt) : "?";
+  // Under a second left reads "in 0s" otherwise; say so plainly.
+  const auto left = a.leaseRemaining.value_or(std::chrono::milliseconds(0));
+  out += left < std::chrono::seconds(1)
+             ? ", in under a second"
+             : ", in " + formatDuration(std::chrono::duration_cast<std::chrono::seconds>(left));
+  out += "; its claimant may still answer";
+  return out;
+}
+
+std::string moneyMovedWarning(const SettleAssessment& a, bool overridden) {
+  std::string out = "money moved for " + objectOf(*a.record) + " (" + describeFlows(a.flows) +
+                    "): settling FAILED declares the payment did not happen, and a retry may "
+                    "charge the customer again";
+  if (overridden) out += "; overridden: the transition's evidence records the override";
+  return out;
+}
+
+std::string statusOf(const ChangeResult& change) {
+  return change.status ? std::string(format(*change.status)) : "?";
+}
+
+// The assessment's reads, in one snapshot.
+SettleAssessment readAssessment(pqxx::connection& connection, const std::string& key) {
+  return translatingErrors("weigh the evidence", [&] {
+    SettleAssessment out;
+    pqxx::read_transaction tx(connection);
+    out.record = findRecord(tx, key);
+    if (!out.record) return out;
+    out.flows = fundFlowsOf(tx, out.record->bizType, out.record->bizId);
+    const pqxx::result view = tx.exec_params(kServerView, key);
+    tx.commit();
+    if (view.empty()) return out;  // cannot happen in one snapshot; then nothing is known
+    out.record->retryAllowed = view[0][0].as<bool>();
+    out.moneyMoved = view[0][1].as<bool>();
+    out.leaseActive = view[0][2].as<bool>();
+    if (out.leaseActive && !view[0][3].is_null()) {
+      out.leaseRemaining = std::chrono::milliseconds(view[0][3].as<long long>());
+    }
+    return out;
+  });
+}
+
+std::vector<Transition> changesAfter(pqxx::connection& connection, const std::string& key,
+                                     int version) {
+  return translatingErrors("read what changed", [&] {
+    pqxx::read_transaction tx(connection);
+    std::vector<Transition> out = transitionsOf(tx, key, version);
+    tx.commit();
+    return out;
+  });
 }
 
 }  // namespace
@@ -45,36 +145,47 @@ std::vector<std::string> validateSettleRequest(const SettleRequest& request) {
   return problems;
 }
 
-SettleAssessment assessSettle(pqxx::connection& connection, const std::string& key,
-                              RecordStatus to) {
-  SettleAssessment out;
-  pqxx::read_transaction tx(connection);
-  out.record = findRecord(tx, key);
+SettleAssessment assessSettle(pqxx::connection& connection, const std::string& key, RecordStatus to,
+                              bool overrideMoneyMoved) {
+  SettleAssessment out = readAssessment(connection, key);
   if (!out.record) return out;
-  out.flows = fundFlowsOf(tx, out.record->bizType, out.record->bizId);
-  tx.commit();
+  const Record& r = *out.record;
 
-  const auto debits = std::count_if(out.flows.begin(), out.flows.end(), [](const FundFlow& f) {
-    return f.kind == FundFlowKind::Debit;
-  });
-  out.debitRecorded = debits > 0;
-  out.duplicateDebit = debits > 1;
-  if (out.duplicateDebit) {
-    out.warnings.push_back("the customer was charged " + std::to_string(debits) +
-                           " times for this business object: refund the duplicates");
-  }
-  if (to == RecordStatus::Failed && out.debitRecorded) {
+  // Strongest first: what the server will refuse, then what the operator should act on.
+  if (r.status == RecordStatus::Success) {
     out.blocking = true;
-    out.warnings.insert(out.warnings.begin(),
-                        "a DEBIT flow exists for " + out.record->bizType + "/" +
-                            out.record->bizId +
-                            ": settling FAILED lets a retry charge the customer again");
+    out.warnings.emplace_back("the record is SUCCESS, which is final: nothing can change it");
+  } else if (r.status == RecordStatus::Failed && to == RecordStatus::Failed) {
+    out.blocking = true;
+    out.warnings.emplace_back("the record is FAILED already");
   }
-  if (to == RecordStatus::Success && !out.debitRecorded &&
-      out.record->bizType == "payment") {
-    out.warnings.emplace_back("no DEBIT flow is recorded for this payment: nothing shows the money moved");
-  } else if (to == RecordStatus::Success && out.flows.empty()) {
-    out.warnings.emplace_back("no fund flow is recorded for this business object");
+  if (out.leaseActive) {
+    out.blocking = true;
+    out.warnings.push_back("the record is PROCESSING and its lease is live: " + describeLease(out));
+  }
+  if (to == RecordStatus::Failed && out.moneyMoved && r.status != RecordStatus::Success) {
+    if (!overrideMoneyMoved) out.blocking = true;
+    out.warnings.push_back(moneyMovedWarning(out, overrideMoneyMoved));
+  }
+  // The database marks every flow after the first of its kind as a duplicate (duplicate_of).
+  const auto duplicateDebits = std::count_if(
+      out.flows.begin(), out.flows.end(),
+      [](const FundFlow& f) { return f.kind == FundFlowKind::Debit && f.isDuplicate(); });
+  out.duplicateDebit = duplicateDebits > 0;
+  if (out.duplicateDebit) {
+    out.warnings.push_back("the customer was charged " + std::to_string(duplicateDebits + 1) +
+                           " times for " + objectOf(r) + ": refund the duplicates");
+  }
+  if (to == RecordStatus::Success && r.status != RecordStatus::Success) {
+    out.correction = r.status == RecordStatus::Failed;
+    if (out.correction) {
+      out.warnings.emplace_back(
+          "a correction: the record is FAILED; SUCCESS says the money moved after all");
+    }
+    if (!out.moneyMoved) {
+      out.warnings.push_back("no fund flow shows money moved for " + objectOf(r) +
+                             ": nothing shows the money moved");
+    }
   }
   return out;
 }
@@ -88,53 +199,79 @@ SettleOutcome settleRecord(pqxx::connection& connection, const SettleRequest& re
     return out;
   }
 
-  out.assessment = assessSettle(connection, request.key, request.to);
+  out.assessment = assessSettle(connection, request.key, request.to, request.overrideMoneyMoved);
   if (!out.assessment.record) {
     out.verdict = SettleVerdict::NotFound;
     out.message = "no record has the idempotency key '" + request.key + "'";
     return out;
   }
-  const Record& seen = *out.assessment.record;
-  const int expected = request.expectedVersion.value_or(seen.version);
+  const int expected = request.expectedVersion.value_or(out.assessment.record->version);
 
-  if (out.assessment.blocking && !request.overrideDebitWarning) {
-    out.verdict = SettleVerdict::NeedsOverride;
-    out.message = out.assessment.warnings.front() +
-                  "; confirm the gateway shows no charge, then override explicitly";
-    return out;
-  }
-
+  // The server decides, even where the assessment already knows the answer: its rule is the one
+  // that holds, and the record may change between this read and the settle.
   std::optional<std::string> evidence = request.evidence;
   if (evidence && evidence->empty()) evidence.reset();
   ProtocolClient client(connection);
-  out.change = client.settle(request.key, expected, request.to, request.reason, evidence);
+  out.change = client.settle(request.key, expected, request.to, request.reason, evidence,
+                             request.overrideMoneyMoved);
+  const std::string to(format(request.to));
   switch (out.change.result) {
     case ResultCode::Ok:
       out.verdict = SettleVerdict::Settled;
-      out.message = "settled " + request.key + " to " + std::string(format(request.to)) +
-                    " (version " + std::to_string(out.change.version.value_or(0)) + ")";
+      out.message = std::string(out.assessment.correction ? "corrected " : "settled ") +
+                    request.key + " to " + to + " (version " +
+                    std::to_string(out.change.version.value_or(0)) + ")";
+      if (request.overrideMoneyMoved && out.assessment.moneyMoved) {
+        out.message += "; the override of money moved is recorded in the transition's evidence";
+      }
       break;
-    case ResultCode::Conflict: {
+    case ResultCode::LeaseActive:
+      out.verdict = SettleVerdict::LeaseActive;
+      out.assessment =
+          assessSettle(connection, request.key, request.to, request.overrideMoneyMoved);
+      out.message = "refused by the server (lease_active): " + request.key + " is PROCESSING and " +
+                    describeLease(out.assessment) +
+                    ". Settle it once the lease has ended; nothing was written";
+      break;
+    case ResultCode::MoneyMoved:
+      out.verdict = SettleVerdict::MoneyMoved;
+      out.assessment =
+          assessSettle(connection, request.key, request.to, request.overrideMoneyMoved);
+      out.message = "refused by the server (money_moved): money moved for " +
+                    (out.assessment.record ? objectOf(*out.assessment.record) : request.key) +
+                    ": " + describeFlows(out.assessment.flows) +
+                    ". FAILED would let a retry charge the customer again; settle SUCCESS, or "
+                    "confirm with the gateway that no charge stands and override explicitly; "
+                    "nothing was written";
+      break;
+    case ResultCode::Conflict:
       out.verdict = SettleVerdict::Conflict;
-      pqxx::read_transaction tx(connection);
-      out.changesSince = transitionsOf(tx, request.key, expected);
-      tx.commit();
+      out.changesSince = changesAfter(connection, request.key, expected);
       out.message = "the record changed since version " + std::to_string(expected) +
-                    "; nothing was written. Now " +
-                    std::string(out.change.status ? format(*out.change.status) : "?") +
-                    " at version " + std::to_string(out.change.version.value_or(0));
+                    "; nothing was written. Now " + statusOf(out.change) + " at version " +
+                    std::to_string(out.change.version.value_or(0));
       if (!out.changesSince.empty()) out.message += ", last: " + describe(out.changesSince.back());
       break;
-    }
     case ResultCode::NotFound:
       out.verdict = SettleVerdict::NotFound;
       out.message = "no record has the idempotency key '" + request.key + "' (any more)";
       break;
     case ResultCode::InvalidTransition:
       out.verdict = SettleVerdict::InvalidTransition;
-      out.message = "only PROCESSING or UNKNOWN records can be settled; this one is " +
-                    std::string(out.change.status ? format(*out.change.status) : "?");
+      if (out.change.status == RecordStatus::Success) {
+        out.message = request.key + " is SUCCESS, which is final: nothing was written";
+      } else if (out.change.status == request.to) {
+        out.message = request.key + " is " + to + " already: nothing was written";
+      } else {
+        out.message = request.key + " is " + statusOf(out.change) + " and cannot be settled to " +
+                      to + ": nothing was written";
+      }
       break;
+    case ResultCode::NotClaimant:
+      // settle takes no claim token; this answer means the server and this client disagree.
+      throw DatabaseError("",
+                          "settle: the server answered not_claimant, which settle never "
+                          "returns under schema contract v2");
   }
   return out;
 }
