@@ -54,7 +54,7 @@ void FundFlowsCollector::take(const pqxx::row& row, RowOrigin origin) {
   const std::size_t biz = bizTypes_->intern(row[2].c_str());
   if (origin != RowOrigin::BeforeStart) {
     if (counts_.size() <= biz) counts_.resize(biz + 1);
-    const auto k = static_cast<std::size_t>(*kind);
+    const std::size_t k = cellOf(*kind);
     ++counts_[biz].flows[k];
     if (duplicate) ++counts_[biz].duplicates[k];
   }
@@ -104,9 +104,8 @@ void FundFlowsCollector::collect(std::vector<prometheus::MetricFamily>& out) con
       const Cells cells = b < publishedCounts_.size() ? publishedCounts_[b] : Cells{};
       for (FundFlowKind k : allValues<FundFlowKind>()) {
         const Labels labels{{"biz_type", bizNames[b]}, {"kind", std::string(format(k))}};
-        addSample(flows, labels, static_cast<double>(cells.flows[static_cast<std::size_t>(k)]));
-        addSample(duplicates, labels,
-                  static_cast<double>(cells.duplicates[static_cast<std::size_t>(k)]));
+        addSample(flows, labels, static_cast<double>(cells.flows[cellOf(k)]));
+        addSample(duplicates, labels, static_cast<double>(cells.duplicates[cellOf(k)]));
       }
     }
     addSample(ratio, {}, duplicateRatio_);

@@ -11,6 +11,7 @@
 
 #include "collectors/biz_types.hpp"
 #include "collectors/collector.hpp"
+#include "collectors/vocabulary_cells.hpp"
 #include "incremental_reader.hpp"
 #include "sliding_window.hpp"
 
@@ -25,7 +26,7 @@ class FundFlowsCollector : public Collector {
   void collect(std::vector<prometheus::MetricFamily>& out) const override;
 
  private:
-  static constexpr std::size_t kKinds = 6;
+  static constexpr std::size_t kKinds = kValueCount<FundFlowKind>;
   struct Cells {
     std::array<std::uint64_t, kKinds> flows{};
     std::array<std::uint64_t, kKinds> duplicates{};

@@ -36,6 +36,20 @@ SELECT min(id + 0) FROM idem.attempts WHERE created_at >= now() - $1::interval
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// "replayed, in_progress or retired": the hit ratio's outcomes, as idem::isHit decides them.
+std::string hitOutcomes() {
+  std::vector<std::string_view> hits;
+  for (Outcome o : allValues<Outcome>()) {
+    if (isHit(o)) hits.push_back(format(o));
+  }
+  std::string out;
+  for (std::size_t i = 0; i < hits.size(); ++i) {
+    if (i > 0) out += (i + 1 == hits.size()) ? " or " : ", ";
+    out += hits[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 RequestsCollector::RequestsCollector(std::shared_ptr<BizTypes> bizTypes, ReaderLimits limits,
@@ -56,19 +70,17 @@ void RequestsCollector::take(const pqxx::row& row, RowOrigin origin) {
             row[3].c_str() + "' or outcome '" + row[4].c_str() + "', not counted");
     return;
   }
-  const auto s = static_cast<std::size_t>(*source);
-  const auto o = static_cast<std::size_t>(*outcome);
   if (origin != RowOrigin::BeforeStart) {
     const std::size_t biz = bizTypes_->intern(row[2].c_str());
     if (counts_.size() <= biz) counts_.resize(biz + 1, Cells{});
-    ++counts_[biz][s * kOutcomes + o];
+    ++counts_[biz][cell(*source, *outcome)];
   } else {
     bizTypes_->intern(row[2].c_str());
   }
   const double createdAt = row[1].as<double>();
   window_.add(createdAt, kAll);
   if (isHit(*outcome)) window_.add(createdAt, kHits);
-  if (*source != TriggerSource::Initial) window_.add(createdAt, kFirstRetry + s - 1);
+  if (*source != TriggerSource::Initial) window_.add(createdAt, kFirstRetry + cellOf(*source) - 1);
 }
 
 void RequestsCollector::update(pqxx::connection& connection) {
@@ -101,8 +113,8 @@ void RequestsCollector::collect(std::vector<prometheus::MetricFamily>& out) cons
                           prometheus::MetricType::Counter);
   auto hit = makeFamily("idempotency_hit_ratio",
                         "Share of requests over --ratio-window answered by the idempotency layer "
-                        "(outcome replayed or in_progress), as of the last collection; NaN "
-                        "without requests.",
+                        "without calling downstream (outcome " +
+                            hitOutcomes() + "), as of the last collection; NaN without requests.",
                         prometheus::MetricType::Gauge);
   auto retry = makeFamily("idempotency_retry_trigger_ratio",
                           "Share of requests over --ratio-window sent as a retry by source, as of "
@@ -114,21 +126,18 @@ void RequestsCollector::collect(std::vector<prometheus::MetricFamily>& out) cons
       const Cells cells = b < publishedCounts_.size() ? publishedCounts_[b] : Cells{};
       for (TriggerSource s : allValues<TriggerSource>()) {
         for (Outcome o : allValues<Outcome>()) {
-          const std::size_t cell =
-              static_cast<std::size_t>(s) * kOutcomes + static_cast<std::size_t>(o);
           addSample(total,
                     {{"biz_type", bizNames[b]},
                      {"source", std::string(format(s))},
                      {"outcome", std::string(format(o))}},
-                    static_cast<double>(cells[cell]));
+                    static_cast<double>(cells[cell(s, o)]));
         }
       }
     }
     addSample(hit, {}, hitRatio_);
     for (TriggerSource s : allValues<TriggerSource>()) {
       if (s == TriggerSource::Initial) continue;
-      addSample(retry, {{"source", std::string(format(s))}},
-                retryRatio_[static_cast<std::size_t>(s) - 1]);
+      addSample(retry, {{"source", std::string(format(s))}}, retryRatio_[cellOf(s) - 1]);
     }
   }
   out.push_back(std::move(total));

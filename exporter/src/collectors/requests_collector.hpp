@@ -10,6 +10,7 @@
 
 #include "collectors/biz_types.hpp"
 #include "collectors/collector.hpp"
+#include "collectors/vocabulary_cells.hpp"
 #include "incremental_reader.hpp"
 #include "sliding_window.hpp"
 
@@ -24,11 +25,16 @@ class RequestsCollector : public Collector {
   void collect(std::vector<prometheus::MetricFamily>& out) const override;
 
  private:
-  static constexpr std::size_t kSources = 5;
-  static constexpr std::size_t kOutcomes = 5;
+  static constexpr std::size_t kSources = kValueCount<TriggerSource>;
+  static constexpr std::size_t kOutcomes = kValueCount<Outcome>;
   using Cells = std::array<std::uint64_t, kSources * kOutcomes>;
-  // Window counts: all requests, hits, then one per retry source (llm, framework, http, callback).
+  static constexpr std::size_t cell(TriggerSource s, Outcome o) {
+    return cellOf(s) * kOutcomes + cellOf(o);
+  }
+  // Window counts: all requests, hits, then one per retry source (every source but initial, the
+  // first in the vocabulary).
   static constexpr std::size_t kAll = 0, kHits = 1, kFirstRetry = 2;
+  static_assert(cellOf(TriggerSource::Initial) == 0, "the retry sources follow initial");
   using Window = SlidingWindow<kFirstRetry + kSources - 1>;
 
   void take(const pqxx::row& row, RowOrigin origin);

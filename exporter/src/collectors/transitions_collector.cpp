@@ -27,37 +27,14 @@ constexpr const char* kWindowStartId = R"SQL(
 SELECT min(id + 0) FROM idem.transitions WHERE created_at >= now() - $1::interval
 )SQL";
 
-// The transitions the state machine allows (sql/002_state_machine.sql, idem.transition_allowed):
-// their series exist from the first scrape. Anything else the history holds appears when seen.
-struct Allowed {
-  const char* from;
-  RecordStatus to;
-  ActorKind actor;
-};
-constexpr std::array<Allowed, 11> kAllowed{{
-    {"none", RecordStatus::Processing, ActorKind::System},
-    {"FAILED", RecordStatus::Processing, ActorKind::System},
-    {"PROCESSING", RecordStatus::Success, ActorKind::System},
-    {"PROCESSING", RecordStatus::Failed, ActorKind::System},
-    {"PROCESSING", RecordStatus::Unknown, ActorKind::System},
-    {"UNKNOWN", RecordStatus::Success, ActorKind::System},
-    {"UNKNOWN", RecordStatus::Failed, ActorKind::System},
-    {"PROCESSING", RecordStatus::Success, ActorKind::Operator},
-    {"PROCESSING", RecordStatus::Failed, ActorKind::Operator},
-    {"UNKNOWN", RecordStatus::Success, ActorKind::Operator},
-    {"UNKNOWN", RecordStatus::Failed, ActorKind::Operator},
-}};
-
-// "none" is 0, then the statuses in vocabulary order.
-std::optional<std::size_t> fromIndex(std::string_view text) {
-  if (text == "none") return 0;
-  if (const auto s = tryParse<RecordStatus>(text)) return static_cast<std::size_t>(*s) + 1;
-  return std::nullopt;
-}
-
-std::string fromLabel(std::size_t index) {
-  return index == 0 ? "none" : std::string(format(allValues<RecordStatus>()[index - 1]));
-}
+// The cells whose series exist from the first scrape.
+constexpr std::array<bool, TransitionCells::kCount> kShownFromStart = [] {
+  std::array<bool, TransitionCells::kCount> shown{};
+  for (const AllowedTransition& a : kAllowedTransitions) {
+    shown[TransitionCells::index(a.from, a.to, a.actor)] = true;
+  }
+  return shown;
+}();
 
 }  // namespace
 
@@ -72,16 +49,17 @@ TransitionsCollector::TransitionsCollector(ReaderLimits limits, ReadStats& stats
 
 void TransitionsCollector::take(const pqxx::row& row, RowOrigin origin) {
   if (origin == RowOrigin::BeforeStart) return;
-  const auto from = fromIndex(row[2].c_str());
+  FromStatus from;
+  const bool fromKnown = TransitionCells::parseFrom(row[2].c_str(), from);
   const auto to = tryParse<RecordStatus>(row[3].c_str());
   const auto actor = tryParse<ActorKind>(row[4].c_str());
-  if (!from || !to || !actor) {
-    logWarn(std::string("idem.transitions id ") + row[0].c_str() +
-            ": unknown status or actor kind, not counted");
+  if (!fromKnown || !to || !actor) {
+    logWarn(std::string("idem.transitions id ") + row[0].c_str() + ": unknown status '" +
+            row[2].c_str() + "' -> '" + row[3].c_str() + "' or actor kind '" + row[4].c_str() +
+            "', not counted");
     return;
   }
-  ++counts_[(*from * kTo + static_cast<std::size_t>(*to)) * kActors +
-            static_cast<std::size_t>(*actor)];
+  ++counts_[TransitionCells::index(from, *to, *actor)];
 }
 
 void TransitionsCollector::update(pqxx::connection& connection) {
@@ -109,18 +87,14 @@ void TransitionsCollector::collect(std::vector<prometheus::MetricFamily>& out) c
     std::lock_guard lock(mutex_);
     cells = published_;
   }
-  auto index = [](std::size_t from, RecordStatus to, ActorKind actor) {
-    return (from * kTo + static_cast<std::size_t>(to)) * kActors + static_cast<std::size_t>(actor);
-  };
-  std::array<bool, kFrom * kTo * kActors> shown{};
-  for (const Allowed& a : kAllowed) shown[index(*fromIndex(a.from), a.to, a.actor)] = true;
-  for (std::size_t from = 0; from < kFrom; ++from) {
+  for (std::size_t f = 0; f < TransitionCells::kFrom; ++f) {
+    const FromStatus from = TransitionCells::fromOf(f);
     for (RecordStatus to : allValues<RecordStatus>()) {
       for (ActorKind actor : allValues<ActorKind>()) {
-        const std::size_t i = index(from, to, actor);
-        if (!shown[i] && cells[i] == 0) continue;
+        const std::size_t i = TransitionCells::index(from, to, actor);
+        if (!kShownFromStart[i] && cells[i] == 0) continue;
         addSample(family,
-                  {{"from", fromLabel(from)},
+                  {{"from", TransitionCells::fromLabel(from)},
                    {"to", std::string(format(to))},
                    {"actor_kind", std::string(format(actor))}},
                   static_cast<double>(cells[i]));

@@ -1,12 +1,15 @@
 // Transitions: idem.transitions, the history of every status change, written by the database's
 // trigger. Publishes idempotency_transitions_total{from,to,actor_kind}; from is "none" for a
-// record's creation.
+// record's creation. The series of the transitions the state machine allows (transition_table.hpp)
+// exist from the first scrape; any other combination the history holds (a version-1 database's
+// UNKNOWN -> FAILED by the system, say) appears when counted.
 #pragma once
 
 #include <array>
 #include <mutex>
 
 #include "collectors/collector.hpp"
+#include "collectors/transition_table.hpp"
 #include "incremental_reader.hpp"
 
 namespace idem::exporter {
@@ -20,10 +23,7 @@ class TransitionsCollector : public Collector {
   void collect(std::vector<prometheus::MetricFamily>& out) const override;
 
  private:
-  static constexpr std::size_t kFrom = 5;  // none, then the four statuses
-  static constexpr std::size_t kTo = 4;
-  static constexpr std::size_t kActors = 2;
-  using Cells = std::array<std::uint64_t, kFrom * kTo * kActors>;
+  using Cells = std::array<std::uint64_t, TransitionCells::kCount>;
 
   void take(const pqxx::row& row, RowOrigin origin);
 
