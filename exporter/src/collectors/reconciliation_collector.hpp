@@ -1,8 +1,9 @@
 // Reconciliation: fund flows against records, for the biz types that move money, over
 // --reconcile-window, each older than --reconcile-grace, on its own slower --reconcile-interval.
-// Publishes idempotency_reconciliation_mismatches{kind}: debit_without_success (money moved but
-// the business object has no SUCCESS record: what a blind retry turns into a double charge) and
-// success_without_debit (a SUCCESS record with no DEBIT flow). Both count business objects.
+// Publishes idempotency_reconciliation_mismatches{kind}: debit_without_success (money moved, a
+// DEBIT or CAPTURE flow, but the business object has no SUCCESS record, nor the tombstone of a
+// purged one: what a blind retry turns into a double charge) and success_without_debit (a SUCCESS
+// record with no DEBIT or CAPTURE flow). Both count business objects.
 #pragma once
 
 #include <chrono>
