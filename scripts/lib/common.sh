@@ -9,7 +9,7 @@ IDEMWATCH_PACKAGES=(
   libpqxx-dev libssl-dev nlohmann-json3-dev prometheus-cpp-dev libcivetweb-dev
   qt6-base-dev qt6-charts-dev libgl-dev
   postgresql postgresql-contrib
-  prometheus xvfb openssl curl
+  prometheus xvfb openssl curl shellcheck
 )
 
 say() { printf '==> %s\n' "$*" >&2; }

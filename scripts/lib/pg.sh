@@ -7,9 +7,9 @@
 # installed by install_packages, after this file is sourced.
 pg_bin() {
   if [ -z "${PG_BIN:-}" ]; then
-    local dirs=(/usr/lib/postgresql/*/bin)
+    local dirs=("${IDEMWATCH_PG_LIB:-/usr/lib/postgresql}"/*/bin)
     [ -x "${dirs[-1]}/initdb" ] || {
-      echo "PostgreSQL server binaries not found in /usr/lib/postgresql/*/bin (is the postgresql package installed?)" >&2
+      echo "PostgreSQL server binaries not found in ${IDEMWATCH_PG_LIB:-/usr/lib/postgresql}/*/bin (is the postgresql package installed?)" >&2
       return 1
     }
     PG_BIN=$(printf '%s\n' "${dirs[@]}" | sort -V | tail -n 1)
