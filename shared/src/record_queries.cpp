@@ -13,7 +13,7 @@ namespace {
 constexpr const char* kRecord =
     "SELECT idempotency_key, biz_type, biz_id, tool, request_hash, status, version, "
     IDEM_MICROS("lease_expires_at") ", request_payload::text, response_payload::text, last_error, "
-    "attempt_count, " IDEM_MICROS("created_at") ", " IDEM_MICROS("updated_at")
+    "attempt_count, " IDEM_MICROS("created_at") ", " IDEM_MICROS("updated_at") ", retry_allowed"
     " FROM idem.records WHERE idempotency_key = $1";
 
 constexpr const char* kTransitions =
@@ -62,6 +62,7 @@ std::optional<Record> findRecord(pqxx::transaction_base& tx, const std::string& 
     out.attemptCount = r[11].as<int>();
     out.createdAt = micros(r[12]);
     out.updatedAt = micros(r[13]);
+    out.retryAllowed = r[14].as<bool>();
     return out;
   });
 }
