@@ -75,17 +75,24 @@ DemoResult seedDemo(pqxx::connection& owner, const std::string& dsn) {
     const std::string bizId = prefix + std::to_string(48000 + i * 7);
     const std::int64_t amount = 990 + static_cast<std::int64_t>(random() % 50000);
     BeginRequest r = s.request(bizType, bizId, tool, amount);
-    s.client.begin(r);
+    const std::string token = s.client.begin(r).claimToken.value_or("");
     const bool declined = random() % 12 == 0;
     if (declined) {
-      s.client.fail(r.key, 1, "card declined: insufficient funds");
       if (random() % 2 == 0) {
-        s.again(r, TriggerSource::Framework);  // FAILED -> PROCESSING, executed again
-        s.client.complete(r.key, 3, R"({"status": "captured", "gateway_ref": "gw-)" + s.hex(10) + "\"}");
+        // Never sent (connection refused): a retryable failure, FAILED -> PROCESSING, run again.
+        s.client.fail(r.key, 1, "connection refused before sending", token, true);
+        const std::string again = s.again(r, TriggerSource::Framework).claimToken.value_or("");
+        s.client.complete(r.key, 3, R"({"status": "captured", "gateway_ref": "gw-)" + s.hex(10) + "\"}",
+                          again);
+      } else {
+        // A definite business failure: final, a retry is replayed the error.
+        s.client.fail(r.key, 1, "card declined: insufficient funds", token, false);
+        if (random() % 2 == 0) s.again(r, TriggerSource::Framework);
       }
     } else {
       if (random() % 5 == 0) s.again(r, TriggerSource::Http);  // in_progress while it runs
-      s.client.complete(r.key, 1, R"({"status": "captured", "gateway_ref": "gw-)" + s.hex(10) + "\"}");
+      s.client.complete(r.key, 1, R"({"status": "captured", "gateway_ref": "gw-)" + s.hex(10) + "\"}",
+                        token);
       if (random() % 4 == 0) s.again(r, TriggerSource::Llm);  // replayed
       if (random() % 9 == 0) s.again(r, TriggerSource::Callback);
     }
@@ -104,8 +111,9 @@ DemoResult seedDemo(pqxx::connection& owner, const std::string& dsn) {
   for (int i = 0; i < 7; ++i) {
     const std::string bizId = "ord-" + std::to_string(51200 + i * 13);
     BeginRequest r = s.request("payment", bizId, "pay", 1990 + i * 1500);
-    s.client.begin(r);
-    s.client.markUnknown(r.key, 1, i % 3 == 0 ? "gateway 504 after 10s" : "response timeout after 5s");
+    const std::string token = s.client.begin(r).claimToken.value_or("");
+    s.client.markUnknown(r.key, 1, i % 3 == 0 ? "gateway 504 after 10s" : "response timeout after 5s",
+                         token);
     s.again(r, TriggerSource::Llm);
     if (i == 2) {
       // The showcase: the gateway stopped answering; the HTTP client and a callback re-drove the
@@ -142,8 +150,8 @@ DemoResult seedDemo(pqxx::connection& owner, const std::string& dsn) {
     ProtocolClient decide(person);
     for (int i = 0; i < 2; ++i) {
       BeginRequest r = s.request("payment", std::string("ord-") + std::to_string(who[0] == 'a' ? 53000 + i : 53100 + i), "pay", 3990);
-      s.client.begin(r);
-      s.client.markUnknown(r.key, 1, "response timeout after 5s");
+      const std::string token = s.client.begin(r).claimToken.value_or("");
+      s.client.markUnknown(r.key, 1, "response timeout after 5s", token);
       const bool moved = i == 0;
       if (moved) s.client.recordFundFlow({"payment", r.bizId, FundFlowKind::Debit, 3990, "CNY", "gw-" + s.hex(12), r.key});
       decide.settle(r.key, 2, moved ? RecordStatus::Success : RecordStatus::Failed,

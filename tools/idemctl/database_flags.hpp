@@ -13,7 +13,9 @@ inline FlagSpec dsnFlag() {
   return {"db.dsn", true, "DSN",
           "libpq connection string or URI (default: IDEMWATCH_DSN, then PG* variables)"};
 }
-inline FlagSpec helpFlag() { return {"help", false, "", "describe this command's flags"}; }
+inline FlagSpec helpFlag() {
+  return {"help", false, "", "describe this command's flags"};
+}
 
 inline ConnectionSettings connectionFrom(const CommandLine& cli, const std::string& application) {
   ConnectionSettings s = ConnectionSettings::resolve(cli.value("db.dsn"));

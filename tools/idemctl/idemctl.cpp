@@ -14,9 +14,12 @@ constexpr const char* kUsageText = R"(usage: idemctl COMMAND [flags]
 commands:
   migrate        apply the idem schema migrations to a database
   simulate       run simulated agent traffic through the protocol
-  settle KEY     settle a PROCESSING or UNKNOWN record to SUCCESS or FAILED (operators)
+  settle KEY     settle a stuck record to SUCCESS or FAILED, or correct FAILED to SUCCESS
+                 (operators)
+  reconcile      resolve to SUCCESS the stuck records whose own key shows money moved, once or
+                 every --every (reconcilers)
   expire-leases  turn PROCESSING records past their lease into UNKNOWN
-  purge          delete terminal records, attempts and transitions older than a given age
+  purge          delete settled records older than a given age, leaving tombstones of their keys
   help           this text; `idemctl COMMAND --help` describes a command's flags
   version        print the version
 
@@ -38,6 +41,7 @@ int run(const std::vector<std::string>& args, Streams streams, const std::atomic
     if (command == "settle") return runSettle(rest, streams);
     if (command == "expire-leases") return runExpireLeases(rest, streams);
     if (command == "purge") return runPurge(rest, streams);
+    if (command == "reconcile") return runReconcile(rest, streams, stop);
     if (command == "help" || command == "--help" || command == "-h") {
       streams.out << kUsageText;
       return kOk;

@@ -30,7 +30,8 @@ int runPurge(const std::vector<std::string>& args, Streams streams) {
       helpFlag()};
   const CommandLine cli(args, specs);
   if (cli.has("help")) {
-    streams.out << "usage: idemctl purge --older-than 30d [flags]\n\n" << CommandLine::describe(specs);
+    streams.out << "usage: idemctl purge --older-than 30d [flags]\n\n"
+                << CommandLine::describe(specs);
     return kOk;
   }
   const auto age = cli.duration("older-than");
@@ -39,7 +40,8 @@ int runPurge(const std::vector<std::string>& args, Streams streams) {
   return translatingErrors("purge", [&] {
     pqxx::nontransaction tx(*connection);
     const pqxx::row r = tx.exec_params1(
-        "SELECT records_deleted, attempts_deleted, transitions_deleted FROM idem.purge($1::interval)",
+        "SELECT records_deleted, attempts_deleted, transitions_deleted FROM "
+        "idem.purge($1::interval)",
         std::to_string(age->count()) + " milliseconds");
     streams.out << "purged rows older than " << formatDuration(*age) << ": " << r[0].c_str()
                 << " records, " << r[1].c_str() << " attempts, " << r[2].c_str()

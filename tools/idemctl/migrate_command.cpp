@@ -1,31 +1,80 @@
 #include <ostream>
+#include <pqxx/pqxx>
 
 #include "database_flags.hpp"
+#include "idem/database_error.hpp"
 #include "idem/migrations.hpp"
 #include "idemctl.hpp"
 
 namespace idem::ctl {
+namespace {
+
+// The newest migration applied, 0 for a database idemwatch never migrated.
+int schemaVersion(pqxx::connection& connection) {
+  return translatingErrors("migrate", [&] {
+    pqxx::read_transaction tx(connection);
+    if (tx.exec1("SELECT to_regclass('idem.schema_migrations') IS NULL")[0].as<bool>()) return 0;
+    return tx.exec1("SELECT coalesce(max(version), 0) FROM idem.schema_migrations")[0].as<int>();
+  });
+}
+
+std::string describeVersion(int version) {
+  if (version == 0) return "an empty database";
+  return "version " + std::to_string(version) + " (schema contract v" +
+         (version >= kContractV2Migration ? "2" : "1") + ")";
+}
+
+}  // namespace
 
 int runMigrate(const std::vector<std::string>& args, Streams streams) {
   const std::vector<FlagSpec> specs{
       dsnFlag(),
       {"sql-dir", true, "DIR", "apply NNN_*.sql files from DIR instead of the bundled ones"},
+      {"up-to", true, "N",
+       "apply only the migrations numbered up to N (e.g. 5: a version-1 schema, for upgrade "
+       "tests)"},
       helpFlag()};
   const CommandLine cli(args, specs);
   if (cli.has("help")) {
-    streams.out << "usage: idemctl migrate [flags]\n\n" << CommandLine::describe(specs);
+    streams.out << "usage: idemctl migrate [flags]\n\n"
+                << CommandLine::describe(specs)
+                << "\nUpgrades a database of any earlier version in place, with its data. Once "
+                   "the schema is at\ncontract version 2, every idem function's EXECUTE grants "
+                   "are compared with the contract's\nrole table; any difference fails the run "
+                   "and nothing is applied.\n";
     return kOk;
   }
-  if (!cli.positionals().empty()) throw UsageError("unexpected argument '" + cli.positionals().front() + "'");
+  if (!cli.positionals().empty()) {
+    throw UsageError("unexpected argument '" + cli.positionals().front() + "'");
+  }
 
   const std::vector<Migration> migrations =
       cli.has("sql-dir") ? loadMigrations(*cli.value("sql-dir")) : bundledMigrations();
+  MigrateOptions options;
+  if (auto upTo = cli.integer("up-to", 1, 999)) options.upTo = static_cast<int>(*upTo);
   auto connection = connect(connectionFrom(cli, "idemctl migrate"));
-  const MigrationReport report = migrate(*connection, migrations);
+  const int before = schemaVersion(*connection);
+  const MigrationReport report = migrate(*connection, migrations, options);
+  const int after = schemaVersion(*connection);
   for (const std::string& name : report.applied) streams.out << "applied " << name << "\n";
-  streams.out << (report.applied.empty() ? "schema up to date" : "schema migrated") << " ("
-              << report.applied.size() << " applied, " << report.alreadyApplied
-              << " already applied)\n";
+  if (report.applied.empty()) {
+    streams.out << "schema up to date at " << describeVersion(after) << " ("
+                << report.alreadyApplied << " already applied)\n";
+  } else {
+    streams.out << (before == 0 ? "installed "
+                                : "upgraded from " + describeVersion(before) + " to ")
+                << describeVersion(after) << " (" << report.applied.size() << " applied, "
+                << report.alreadyApplied << " already applied)\n";
+  }
+  if (after >= kContractV2Migration) {
+    // migrate() refused the run had they differed; say what was checked.
+    streams.out << "grants: every idem function's EXECUTE grants match the contract's role table ("
+                << expectedFunctionGrants().size()
+                << " grants, nothing executable by PUBLIC, every function owned by idem_owner)\n";
+  } else {
+    streams.out << "grants: not checked below version " << kContractV2Migration
+                << " (schema contract v1 has no role table to check against)\n";
+  }
   return kOk;
 }
 

@@ -5,6 +5,43 @@
 #include "idemctl.hpp"
 
 namespace idem::ctl {
+namespace {
+
+constexpr const char* kExitCodes = R"(
+exit codes:
+  0  settled (or corrected FAILED -> SUCCESS)
+  1  failed: the database could not be reached or answered with an error
+  2  usage: a flag is missing or wrong, a blank reason, evidence that is not JSON
+  3  refused, conflict: the record changed since --expect-version; what changed is printed
+  4  refused, money_moved: FAILED while money moved for the business object; the flows are
+     printed; --override-money-moved (with a reason quoting the gateway) overrides it
+  5  refused, lease_active: PROCESSING with a live lease, its claimant may still answer; the
+     lease's end is printed; settle after it ends
+  6  refused, invalid_transition: SUCCESS is final, or the record is FAILED already
+  7  refused, not_found: no record has the key
+A refused settle writes nothing.
+)";
+
+void printChanges(std::ostream& err, const std::vector<Transition>& changes) {
+  for (const Transition& t : changes) {
+    err << "  version " << t.version << ": " << (t.fromStatus ? format(*t.fromStatus) : "(created)")
+        << " -> " << format(t.toStatus) << " by " << t.actor << " (" << format(t.actorKind) << ")"
+        << (t.reason ? ": " + *t.reason : std::string()) << "\n";
+  }
+}
+
+void printFlows(std::ostream& err, const std::vector<FundFlow>& flows) {
+  for (const FundFlow& f : flows) {
+    err << "  flow " << f.id << ": " << format(f.kind) << " " << f.amountMinor << " " << f.currency
+        << " (minor units), ref " << f.externalRef
+        << (f.idempotencyKey ? ", key " + *f.idempotencyKey : std::string())
+        << (f.isDuplicate() ? ", duplicate of flow " + std::to_string(*f.duplicateOf)
+                            : std::string())
+        << "\n";
+  }
+}
+
+}  // namespace
 
 int runSettle(const std::vector<std::string>& args, Streams streams) {
   const std::vector<FlagSpec> specs{
@@ -13,21 +50,27 @@ int runSettle(const std::vector<std::string>& args, Streams streams) {
       {"evidence", true, "JSON", "supporting evidence, e.g. '{\"gateway_ref\": \"...\"}'"},
       {"expect-version", true, "N",
        "the version you looked at; refused if the record changed since (default: current)"},
-      {"override-debit-warning", false, "",
-       "settle FAILED although a DEBIT flow exists (only after the gateway confirms no charge)"},
+      {"override-money-moved", false, "",
+       "settle FAILED although money moved for the business object (only when the gateway "
+       "confirms no charge stands; quote it in --reason); the evidence records the override"},
+      {"override-debit-warning", false, "", "deprecated: the old name of --override-money-moved"},
       dsnFlag(),
       helpFlag()};
   const CommandLine cli(args, specs);
   if (cli.has("help")) {
     streams.out << "usage: idemctl settle KEY --to SUCCESS|FAILED --reason TEXT [flags]\n\n"
-                << CommandLine::describe(specs);
+                << CommandLine::describe(specs) << kExitCodes;
     return kOk;
   }
   if (cli.positionals().size() != 1) {
-    throw UsageError("needs exactly one idempotency key, e.g. idemctl settle pay-42:pay:1 --to FAILED --reason '...'");
+    throw UsageError(
+        "needs exactly one idempotency key, e.g. idemctl settle pay-42:pay:1 --to FAILED "
+        "--reason '...'");
   }
   if (!cli.has("to")) throw UsageError("--to is required (SUCCESS or FAILED)");
-  if (!cli.has("reason")) throw UsageError("--reason is required: say what evidence the decision rests on");
+  if (!cli.has("reason")) {
+    throw UsageError("--reason is required: say what evidence the decision rests on");
+  }
 
   SettleRequest request;
   request.key = cli.positionals().front();
@@ -38,13 +81,25 @@ int runSettle(const std::vector<std::string>& args, Streams streams) {
   request.to = *to;
   request.reason = *cli.value("reason");
   request.evidence = cli.value("evidence");
-  if (auto v = cli.integer("expect-version", 1, 1'000'000'000)) request.expectedVersion = static_cast<int>(*v);
-  request.overrideDebitWarning = cli.has("override-debit-warning");
+  if (auto v = cli.integer("expect-version", 1, 1'000'000'000)) {
+    request.expectedVersion = static_cast<int>(*v);
+  }
+  if (cli.has("override-debit-warning")) {
+    streams.err << "idemctl settle: --override-debit-warning is deprecated, use "
+                   "--override-money-moved (it now covers every flow that moves money, not only "
+                   "DEBIT)\n";
+  }
+  request.overrideMoneyMoved = cli.has("override-money-moved") || cli.has("override-debit-warning");
 
   auto connection = connect(connectionFrom(cli, "idemctl settle"));
   const SettleOutcome outcome = settleRecord(*connection, request);
-  for (const std::string& warning : outcome.assessment.warnings) {
-    if (outcome.verdict != SettleVerdict::NeedsOverride) streams.err << "warning: " << warning << "\n";
+  const bool refused =
+      outcome.verdict != SettleVerdict::Settled && outcome.verdict != SettleVerdict::InvalidInput;
+  // On a refusal the message says what matters; the other warnings would only bury it.
+  if (!refused) {
+    for (const std::string& warning : outcome.assessment.warnings) {
+      streams.err << "warning: " << warning << "\n";
+    }
   }
   switch (outcome.verdict) {
     case SettleVerdict::Settled:
@@ -54,18 +109,23 @@ int runSettle(const std::vector<std::string>& args, Streams streams) {
       throw UsageError(outcome.message);
     case SettleVerdict::Conflict:
       streams.err << "refused: " << outcome.message << "\n";
-      for (const Transition& t : outcome.changesSince) {
-        streams.err << "  version " << t.version << ": "
-                    << (t.fromStatus ? format(*t.fromStatus) : "(created)") << " -> "
-                    << format(t.toStatus) << " by " << t.actor << " (" << format(t.actorKind)
-                    << ")" << (t.reason ? ": " + *t.reason : std::string()) << "\n";
-      }
-      return kRefused;
-    case SettleVerdict::NeedsOverride:
-    case SettleVerdict::NotFound:
+      printChanges(streams.err, outcome.changesSince);
+      return kConflict;
+    case SettleVerdict::MoneyMoved:
+      streams.err << "refused: " << outcome.message << "\n";
+      printFlows(streams.err, outcome.assessment.flows);
+      streams.err << "  to override: --override-money-moved, with a --reason that quotes the "
+                     "gateway's confirmation\n";
+      return kMoneyMoved;
+    case SettleVerdict::LeaseActive:
+      streams.err << "refused: " << outcome.message << "\n";
+      return kLeaseActive;
     case SettleVerdict::InvalidTransition:
       streams.err << "refused: " << outcome.message << "\n";
-      return kRefused;
+      return kInvalidTransition;
+    case SettleVerdict::NotFound:
+      streams.err << "refused: " << outcome.message << "\n";
+      return kNotFound;
   }
   return kFailed;
 }

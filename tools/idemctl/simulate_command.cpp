@@ -30,7 +30,12 @@ const RateFlag kRates[] = {
     {"crash-before-charge-share", &sim::SimulationConfig::crashBeforeChargeShare,
      "of the crashes, the share that die before the downstream call"},
     {"decline-rate", &sim::SimulationConfig::declineRate,
-     "definite downstream failures (FAILED, then retried with the same key)"},
+     "definite downstream failures, e.g. a declined card: final (retry_allowed false), a retry is "
+     "replayed the error"},
+    {"refused-rate", &sim::SimulationConfig::refusedRate,
+     "connection refused before sending: a retryable failure, run again with the same key"},
+    {"careless-rate", &sim::SimulationConfig::carelessRate,
+     "operations whose client tries the holes schema v2 closes (default 0; the demo: 0.05)"},
     {"llm-retry-rate", &sim::SimulationConfig::llmRetryRate, "the model re-issues the call"},
     {"framework-retry-rate", &sim::SimulationConfig::frameworkRetryRate,
      "the agent framework's retry policy fires"},
@@ -57,7 +62,8 @@ std::string rate(const sim::Progress& p) {
 
 }  // namespace
 
-int runSimulate(const std::vector<std::string>& args, Streams streams, const std::atomic<bool>& stop) {
+int runSimulate(const std::vector<std::string>& args, Streams streams,
+                const std::atomic<bool>& stop) {
   std::vector<FlagSpec> specs{
       {"agents", true, "N", "concurrent agents, one connection each (default 4)"},
       {"seed", true, "N", "seed: the same seed plans the same traffic (default 1)"},
@@ -67,7 +73,16 @@ int runSimulate(const std::vector<std::string>& args, Streams streams, const std
       {"biz-types", true, "LIST", "comma-separated business types (default payment,refund,coupon)"},
       {"run-id", true, "TEXT", "prefix for keys and business ids (default: seed and start time)"},
       {"lease", true, "DURATION", "lease given to each claim (default 15s)"},
-      {"expire-leases-every", true, "DURATION", "run idem.expire_leases() this often; 0 = never (default 0)"},
+      {"expire-leases-every", true, "DURATION",
+       "run idem.expire_leases() this often; 0 = never (default 0)"},
+      {"settle-every", true, "DURATION",
+       "an operator settles this run's stuck records this often: SUCCESS where money moved, "
+       "FAILED where nothing did; 0 = never (default 0)"},
+      {"reconcile-every", true, "DURATION",
+       "run idem.reconcile() this often; 0 = never (default 0)"},
+      {"operator-dsn", true, "DSN", "the operator's login, an idem_operator (default: --db.dsn)"},
+      {"reconciler-dsn", true, "DSN",
+       "the reconciler's login, an idem_reconciler (default: --db.dsn)"},
       {"downstream-latency", true, "DURATION", "how long each downstream call takes (default 0)"},
       {"concurrent-copies", true, "N", "copies of a concurrently duplicated request (default 3)"},
       {"quiet", false, "", "no progress line"},
@@ -79,7 +94,8 @@ int runSimulate(const std::vector<std::string>& args, Streams streams, const std
     streams.out << "usage: idemctl simulate [flags]\n\n" << CommandLine::describe(specs);
     return kOk;
   }
-  if (!cli.positionals().empty()) throw UsageError("unexpected argument '" + cli.positionals().front() + "'");
+  if (!cli.positionals().empty())
+    throw UsageError("unexpected argument '" + cli.positionals().front() + "'");
 
   sim::SimulationConfig config;
   config.connection = connectionFrom(cli, "idemctl simulate");
@@ -91,6 +107,16 @@ int runSimulate(const std::vector<std::string>& args, Streams streams, const std
   if (auto types = cli.value("biz-types")) config.bizTypes = splitList(*types);
   config.lease = cli.duration("lease").value_or(config.lease);
   config.expireLeasesEvery = cli.duration("expire-leases-every").value_or(config.expireLeasesEvery);
+  config.settleEvery = cli.duration("settle-every").value_or(config.settleEvery);
+  config.reconcileEvery = cli.duration("reconcile-every").value_or(config.reconcileEvery);
+  if (cli.has("operator-dsn")) {
+    config.operatorConnection = ConnectionSettings::resolve(cli.value("operator-dsn"));
+    config.operatorConnection.applicationName = "idemctl simulate (operator)";
+  }
+  if (cli.has("reconciler-dsn")) {
+    config.reconcilerConnection = ConnectionSettings::resolve(cli.value("reconciler-dsn"));
+    config.reconcilerConnection.applicationName = "idemctl simulate (reconciler)";
+  }
   config.downstreamLatency = cli.duration("downstream-latency").value_or(config.downstreamLatency);
   config.concurrentCopies =
       static_cast<int>(cli.integer("concurrent-copies", 2, 64).value_or(config.concurrentCopies));
@@ -102,17 +128,24 @@ int runSimulate(const std::vector<std::string>& args, Streams streams, const std
                     std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
                                        std::chrono::system_clock::now().time_since_epoch())
                                        .count()));
-  if (const auto problems = config.validate(); !problems.empty()) throw UsageError(problems.front());
+  if (const auto problems = config.validate(); !problems.empty())
+    throw UsageError(problems.front());
 
   const bool showProgress = streams.interactive && !cli.has("quiet");
   const sim::SimulationSummary summary = sim::simulate(config, stop, [&](const sim::Progress& p) {
     if (!showProgress) return;
-    streams.err << "\r" << p.operations << " operations, " << p.attempts << " requests ("
-                << rate(p) << "/s), " << p.errors << " errors, "
-                << p.elapsed.count() / 1000 << " s   " << std::flush;
+    streams.err << "\r" << p.operations << " operations, " << p.attempts << " requests (" << rate(p)
+                << "/s), " << p.errors << " errors, " << p.elapsed.count() / 1000 << " s   "
+                << std::flush;
   });
   if (showProgress) streams.err << "\n";
   streams.out << summary.render();
+  if (const std::int64_t open = summary.holesOpen(); open > 0) {
+    streams.err << "idemctl simulate: " << open
+                << " careless attempt(s) went through: this database does not enforce schema "
+                   "contract v2 (run idemctl migrate)\n";
+    return kFailed;
+  }
   return kOk;
 }
 

@@ -1,5 +1,7 @@
 #include "agent.hpp"
 
+#include <cstdio>
+#include <functional>
 #include <thread>
 
 #include "idem/database_error.hpp"
@@ -7,7 +9,10 @@
 namespace idem::sim {
 
 Agent::Agent(std::string id, const SimulationConfig& config, TrafficCounters& counters)
-    : id_(std::move(id)), config_(config), counters_(counters) {}
+    : id_(std::move(id)),
+      config_(config),
+      counters_(counters),
+      tokens_(config.seed ^ std::hash<std::string>{}(id_)) {}
 
 ProtocolClient& Agent::client() {
   if (!client_) {
@@ -36,6 +41,9 @@ BeginResult Agent::begin(const OperationPlan& plan, TriggerSource source, bool c
   request.traceId = id_ + "-" + std::to_string(++traces_);
   BeginResult result = client().begin(request);
   counters_.countAttempt(source, result.outcome);
+  if (result.outcome == Outcome::Replayed && result.status == RecordStatus::Failed) {
+    counters_.finalFailuresReplayed.fetch_add(1);  // handed back to the model, not run again
+  }
   return result;
 }
 
@@ -49,61 +57,119 @@ void Agent::charge(const OperationPlan& plan, const std::string& key) {
   if (!plan.flowKind) return;
   const int times = plan.doubleCharge ? 2 : 1;
   for (int n = 1; n <= times; ++n) {
-    const FundFlowResult r = client().recordFundFlow(
-        {plan.bizType, plan.bizId, *plan.flowKind, plan.amountMinor, "CNY", plan.gatewayRef(n), key});
+    const FundFlowResult r =
+        client().recordFundFlow({plan.bizType, plan.bizId, *plan.flowKind, plan.amountMinor, "CNY",
+                                 plan.gatewayRef(n), key});
     if (*plan.flowKind == FundFlowKind::Debit) counters_.charges.fetch_add(1);
     if (r.isDuplicate) counters_.doubleCharges.fetch_add(1);
   }
 }
 
+// Someone else decided the record (an operator, the reconciler, a late callback) or the claim is
+// no longer ours: look at what the record says now. If the database hands the key back to us
+// (`executed`: it was settled FAILED as not having happened), this agent knows its downstream call
+// did happen and reports it, without calling downstream again.
+void Agent::reread(const OperationPlan& plan, const std::string& key) {
+  counters_.rereads.fetch_add(1);
+  const BeginResult now = begin(plan, TriggerSource::Framework, false, key);
+  if (now.outcome == Outcome::Executed && now.claimToken) {
+    client().complete(key, *now.version, plan.responsePayload(), *now.claimToken);
+  }
+}
+
+void Agent::complete(const OperationPlan& plan, const Claim& claim) {
+  const ChangeResult done =
+      client().complete(claim.key, claim.version, plan.responsePayload(), claim.token);
+  if (done.result == ResultCode::Conflict || done.result == ResultCode::NotClaimant) {
+    reread(plan, claim.key);
+  }
+}
+
 // The owner of the record goes downstream and reports back, as the protocol asks.
-void Agent::carryOut(const OperationPlan& plan, const std::string& key, int version) {
+void Agent::carryOut(const OperationPlan& plan, Claim claim) {
+  if (plan.careless) tryForeignClaim(plan, claim);
   switch (plan.fault) {
     case Fault::CrashBeforeCharge:
       counters_.crashes.fetch_add(1);
       return;  // PROCESSING until the lease runs out; no money moved
     case Fault::Declined: {
       downstreamLatency();
-      const ChangeResult failed = client().fail(key, version, "card declined by issuer");
+      // A definite business failure: final. The framework's retry is replayed the error, and the
+      // model gets it back to change its plan.
+      const ChangeResult failed =
+          client().fail(claim.key, claim.version, "card declined by issuer", claim.token, false);
       counters_.declines.fetch_add(1);
       if (!failed.ok()) return;
-      // A definite failure may be retried: the framework's retry policy sends it again.
       const BeginResult again = begin(plan, TriggerSource::Framework);
-      if (again.outcome != Outcome::Executed) return;
-      charge(plan, key);
-      client().complete(key, *again.version, plan.responsePayload());
+      if (again.outcome == Outcome::Executed && again.claimToken) {  // would be a hole
+        charge(plan, claim.key);
+        complete(plan, {claim.key, *again.version, *again.claimToken});
+      }
+      if (plan.careless) tryBegin(plan, CarelessHole::RetryFinalFailure, claim.key);
+      return;
+    }
+    case Fault::ConnectionRefused: {
+      // The request never left this machine: the failure may be retried, with the same key.
+      const ChangeResult failed = client().fail(
+          claim.key, claim.version, "connection refused before sending", claim.token, true);
+      counters_.refusedConnections.fetch_add(1);
+      if (!failed.ok()) return;
+      const BeginResult again = begin(plan, TriggerSource::Framework);
+      if (again.outcome != Outcome::Executed || !again.claimToken) return;
+      charge(plan, claim.key);
+      complete(plan, {claim.key, *again.version, *again.claimToken});
       return;
     }
     case Fault::CrashAfterCharge:
-      charge(plan, key);
+      charge(plan, claim.key);
       counters_.crashes.fetch_add(1);
-      return;  // money moved, nobody recorded success: reconciliation's debit_without_success
+      return;  // money moved, nobody recorded success: what reconcile and operators resolve
     case Fault::ResponseLost: {
-      charge(plan, key);
+      charge(plan, claim.key);
       // A timeout is "result unknown": never retried blind, handed to a reconciler or a person.
-      const ChangeResult unknown =
-          client().markUnknown(key, version, "no response from the gateway within 5s");
+      const ChangeResult unknown = client().markUnknown(
+          claim.key, claim.version, "no response from the gateway within 5s", claim.token);
       counters_.responsesLost.fetch_add(1);
       begin(plan, TriggerSource::Http);  // the HTTP client retries anyway: in_progress, no charge
-      if (unknown.ok() && plan.unknownResolvedByCallback) {
+      if (!unknown.ok()) {
+        if (unknown.result == ResultCode::Conflict) reread(plan, claim.key);
+        return;
+      }
+      const Claim late{claim.key, *unknown.version, claim.token};
+      if (plan.careless) tryFailUnknown(plan, late);
+      if (plan.unknownResolvedByCallback) {
         begin(plan, TriggerSource::Callback);  // the gateway's callback re-drives it...
-        // ...and carries the result, which settles the record.
-        if (client().complete(key, *unknown.version, plan.responsePayload()).ok()) {
+        // ...and carries the result: the claimant's answer came late, with its token.
+        const ChangeResult done =
+            client().complete(late.key, late.version, plan.responsePayload(), late.token);
+        if (done.ok()) {
           counters_.unknownResolvedByCallback.fetch_add(1);
+        } else if (done.result == ResultCode::Conflict || done.result == ResultCode::NotClaimant) {
+          reread(plan, late.key);  // an operator or the reconciler decided first
         }
       }
       return;
     }
     case Fault::None:
-      charge(plan, key);
-      client().complete(key, version, plan.responsePayload());
+      charge(plan, claim.key);
+      complete(plan, claim);
+      if (plan.careless) {
+        tryBegin(plan, CarelessHole::NewKeyForPaidObject, plan.bizId + ":" + plan.tool + ":again");
+      }
       return;
   }
 }
 
 void Agent::run(const OperationPlan& plan, bool isCopy) {
   const BeginResult first = begin(plan, TriggerSource::Initial);
-  if (first.outcome == Outcome::Executed) carryOut(plan, plan.key, *first.version);
+  if (first.outcome == Outcome::Executed && first.claimToken) {
+    carryOut(plan, {plan.key, *first.version, *first.claimToken});
+  }
+  if (first.outcome == Outcome::Retired && plan.careless && !isCopy) {
+    // Retention removed the record: a careless client tries it again, then under a fresh key.
+    tryBegin(plan, CarelessHole::RebeginRetired, plan.key);
+    tryBegin(plan, CarelessHole::RebeginRetired, plan.bizId + ":" + plan.tool + ":again");
+  }
   if (isCopy) return;  // the retries belong to the operation, sent once
 
   for (const Retry& retry : plan.retries) {
@@ -111,14 +177,88 @@ void Agent::run(const OperationPlan& plan, bool isCopy) {
       const std::string freshKey = plan.bizId + ":" + plan.tool + ":2";
       const BeginResult r = begin(plan, retry.source, false, freshKey);
       // Only possible when every earlier try failed: then this is a legitimate new attempt.
-      if (r.outcome == Outcome::Executed) {
+      if (r.outcome == Outcome::Executed && r.claimToken) {
         charge(plan, freshKey);
-        client().complete(freshKey, *r.version, plan.responsePayload());
+        complete(plan, {freshKey, *r.version, *r.claimToken});
       }
       continue;
     }
     begin(plan, retry.source, retry.changedArguments);
   }
+}
+
+// --- the careless client ---------------------------------------------------------------------
+
+namespace {
+
+// A careless call the database turned down, by a result code or by an error (a bound, a
+// permission). A lost connection is not an answer: it propagates like any other.
+template <typename Call>
+bool refused(Call&& call) {
+  try {
+    return !call().ok();
+  } catch (const DatabaseError& e) {
+    if (e.isConnectionLoss()) throw;
+    return true;
+  }
+}
+
+}  // namespace
+
+void Agent::count(CarelessHole hole, bool refused) {
+  counters_.countHole(hole, refused);
+}
+
+std::string Agent::strangerToken() {
+  const std::uint64_t a = tokens_.next(), b = tokens_.next();
+  char text[40];
+  std::snprintf(text, sizeof text, "%08x-%04x-4%03x-8%03x-%012llx", static_cast<unsigned>(a >> 32),
+                static_cast<unsigned>((a >> 16) & 0xffff), static_cast<unsigned>(a & 0xfff),
+                static_cast<unsigned>((b >> 48) & 0xfff),
+                static_cast<unsigned long long>(b & 0xffffffffffffULL));
+  return text;
+}
+
+// While the claimant is downstream, a second writer with the same key but other arguments is
+// told payload_mismatch and the record's version, then tries to finish the claim itself: with a
+// token of its own, and with a stale version and none. It also tries to fail it without a token.
+// The claimant's own complete must still go through afterwards.
+void Agent::tryForeignClaim(const OperationPlan& plan, const Claim& claim) {
+  const BeginResult seen = begin(plan, TriggerSource::Llm, true);
+  const int version = seen.version.value_or(claim.version);
+  const std::string stranger = R"({"status": "ok", "gateway_ref": "stranger"})";
+  count(CarelessHole::CompleteForeignClaim,
+        refused([&] { return client().complete(claim.key, version, stranger, strangerToken()); }));
+  count(CarelessHole::CompleteStaleVersion,
+        refused([&] { return client().complete(claim.key, version - 1, stranger, ""); }));
+  count(CarelessHole::FailWithoutToken,
+        refused([&] { return client().fail(claim.key, version, "gave up waiting", "", true); }));
+}
+
+// The v1 hole: fail an UNKNOWN record with no token, so that the next begin re-executes it.
+void Agent::tryFailUnknown(const OperationPlan& plan, const Claim& unknown) {
+  const bool failRefused =
+      refused([&] { return client().fail(unknown.key, unknown.version, "gave up", "", true); }) &&
+      refused([&] {
+        return client().fail(unknown.key, unknown.version, "gave up", strangerToken(), true);
+      });
+  const BeginResult again = begin(plan, TriggerSource::Framework);
+  const bool beginRefused = again.outcome != Outcome::Executed;
+  if (!beginRefused && again.claimToken) {  // the hole is open: it charges again
+    charge(plan, unknown.key);
+    client().complete(unknown.key, *again.version, plan.responsePayload(2), *again.claimToken);
+  }
+  count(CarelessHole::FailUnknownWithoutToken, failRefused && beginRefused);
+}
+
+void Agent::tryBegin(const OperationPlan& plan, CarelessHole hole, const std::string& key) {
+  const BeginResult r = begin(plan, TriggerSource::Llm, false, key);
+  const bool refused = r.outcome != Outcome::Executed;
+  if (!refused && r.claimToken) {  // the hole is open: the careless client charges again
+    charge(plan, key);
+    client().complete(key, *r.version, plan.responsePayload(2), *r.claimToken);
+  }
+  count(hole, refused);
 }
 
 }  // namespace idem::sim

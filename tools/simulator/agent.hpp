@@ -1,6 +1,8 @@
 // One simulated agent: a thread with its own connection that runs operations through the protocol
-// the way a well-behaved agent runtime would (begin, downstream, complete/fail/mark_unknown), while
-// the plan injects the retries and faults of the real world.
+// the way a correct agent runtime does under schema contract v2 (begin; downstream; complete,
+// fail or mark_unknown with the claim token), while the plan injects the retries and faults of the
+// real world. An operation whose plan is careless also has its client try the holes v2 closes,
+// each counted as tried and, if the database said no, refused.
 #pragma once
 
 #include <memory>
@@ -28,9 +30,20 @@ class Agent {
   ProtocolClient& client();
   BeginResult begin(const OperationPlan& plan, TriggerSource source, bool changedArguments = false,
                     const std::string& keyOverride = {});
-  void carryOut(const OperationPlan& plan, const std::string& key, int version);
+  void carryOut(const OperationPlan& plan, Claim claim);
+  // The claimant's complete; on conflict or not_claimant it re-reads instead of re-running.
+  void complete(const OperationPlan& plan, const Claim& claim);
+  void reread(const OperationPlan& plan, const std::string& key);
   void charge(const OperationPlan& plan, const std::string& key);
   void downstreamLatency() const;
+
+  // The careless client's tries; each counts tried / refused. A hole the database left open is
+  // used the way a careless client would: it goes downstream again.
+  void tryForeignClaim(const OperationPlan& plan, const Claim& claim);
+  void tryFailUnknown(const OperationPlan& plan, const Claim& unknown);
+  void tryBegin(const OperationPlan& plan, CarelessHole hole, const std::string& key);
+  void count(CarelessHole hole, bool refused);
+  std::string strangerToken();
 
   std::string id_;
   const SimulationConfig& config_;
@@ -38,6 +51,7 @@ class Agent {
   std::unique_ptr<pqxx::connection> connection_;
   std::unique_ptr<ProtocolClient> client_;
   std::int64_t traces_ = 0;
+  SplitMix64 tokens_;
 };
 
 }  // namespace idem::sim

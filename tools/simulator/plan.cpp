@@ -48,6 +48,7 @@ OperationPlan planOperation(const SimulationConfig& config, std::int64_t index) 
   const double lost = config.responseLossRate;
   const double crash = lost + config.crashRate;
   const double decline = crash + config.declineRate;
+  const double refused = decline + config.refusedRate;
   if (u < lost) {
     p.fault = Fault::ResponseLost;
   } else if (u < crash) {
@@ -55,13 +56,17 @@ OperationPlan planOperation(const SimulationConfig& config, std::int64_t index) 
                                                         : Fault::CrashAfterCharge;
   } else if (u < decline) {
     p.fault = Fault::Declined;
+  } else if (u < refused) {
+    p.fault = Fault::ConnectionRefused;
   }
   p.unknownResolvedByCallback = rng.chance(config.callbackResolvesUnknownRate);
   p.doubleCharge = p.flowKind.has_value() && rng.chance(config.doubleChargeRate);
   if (rng.chance(config.concurrentDuplicateRate)) p.concurrentCopies = config.concurrentCopies;
+  p.careless = rng.chance(config.carelessRate);
 
   if (rng.chance(config.llmRetryRate)) p.retries.push_back({TriggerSource::Llm, false, false});
-  if (rng.chance(config.frameworkRetryRate)) p.retries.push_back({TriggerSource::Framework, false, false});
+  if (rng.chance(config.frameworkRetryRate))
+    p.retries.push_back({TriggerSource::Framework, false, false});
   if (rng.chance(config.httpRetryRate)) p.retries.push_back({TriggerSource::Http, false, false});
   if (rng.chance(config.callbackRate)) p.retries.push_back({TriggerSource::Callback, false, false});
   if (rng.chance(config.mismatchRate)) p.retries.push_back({TriggerSource::Llm, true, false});

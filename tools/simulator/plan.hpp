@@ -17,7 +17,8 @@ enum class Fault {
   ResponseLost,       // the downstream charged, the agent never heard back
   CrashBeforeCharge,  // the agent died after `executed`, before calling downstream
   CrashAfterCharge,   // ...after the downstream charged: money moved, no record of success
-  Declined,           // the downstream refused: a definite failure
+  Declined,           // the downstream refused: a definite failure, final (retry_allowed false)
+  ConnectionRefused,  // the request never left: a failure that may be retried with the same key
 };
 
 // A later request for the same operation.
@@ -39,6 +40,7 @@ struct OperationPlan {
   bool unknownResolvedByCallback = false;  // after ResponseLost: the gateway's callback settles it
   bool doubleCharge = false;               // the buggy downstream books a second charge
   int concurrentCopies = 1;                // the initial request delivered this many times at once
+  bool careless = false;                   // its client tries the holes schema v2 closes
   std::vector<Retry> retries;
 
   std::string requestPayload(bool changed = false) const;

@@ -4,11 +4,13 @@
 #include <deque>
 #include <iomanip>
 #include <mutex>
+#include <pqxx/pqxx>
 #include <sstream>
 #include <thread>
 
 #include "agent.hpp"
 #include "idem/database_error.hpp"
+#include "idem/settlement.hpp"
 #include "plan.hpp"
 
 namespace idem::sim {
@@ -58,13 +60,13 @@ class WorkQueue {
   // Throttling: operation i starts no earlier than start + i / rate.
   bool waitForTurn(std::int64_t index) {
     if (config_.operationsPerSecond <= 0) return true;
-    const auto due = start_ + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(static_cast<double>(index) /
-                                                                config_.operationsPerSecond));
+    const auto due =
+        start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                     static_cast<double>(index) / config_.operationsPerSecond));
     while (Clock::now() < due) {
       if (finished()) return false;
-      std::this_thread::sleep_for(std::min<Clock::duration>(due - Clock::now(),
-                                                            std::chrono::milliseconds(100)));
+      std::this_thread::sleep_for(
+          std::min<Clock::duration>(due - Clock::now(), std::chrono::milliseconds(100)));
     }
     return !finished();
   }
@@ -99,19 +101,64 @@ void agentLoop(int number, const SimulationConfig& config, WorkQueue& work,
   }
 }
 
-// Turns PROCESSING records past their lease into UNKNOWN, as a deployment's cron job would.
-void leaseSweeper(const SimulationConfig& config, const std::atomic<bool>& done) {
+// Runs `round` every `every` until `done`, on a connection of its own that survives errors.
+template <typename Round>
+void periodically(const ConnectionSettings& settings, std::chrono::milliseconds every,
+                  const std::atomic<bool>& done, Round&& round) {
   std::unique_ptr<pqxx::connection> connection;
   auto last = Clock::now();
   while (!done.load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    if (Clock::now() - last < config.expireLeasesEvery) continue;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (Clock::now() - last < every) continue;
     last = Clock::now();
     try {
-      if (!connection) connection = connect(config.connection);
-      ProtocolClient(*connection).expireLeases();
+      if (!connection) connection = connect(settings);
+      round(*connection);
     } catch (const DatabaseError&) {
       connection.reset();
+    }
+  }
+}
+
+const ConnectionSettings& orAgents(const ConnectionSettings& s, const SimulationConfig& config) {
+  return s.dsn.empty() ? config.connection : s;
+}
+
+// This run's stuck records, oldest decision first: UNKNOWN, or PROCESSING past its lease.
+constexpr const char* kStuck =
+    "SELECT idempotency_key FROM idem.records "
+    "WHERE (status = 'UNKNOWN' OR (status = 'PROCESSING' AND lease_expires_at < now())) "
+    "AND left(biz_id, length($1)) = $1 ORDER BY updated_at LIMIT 500";
+
+// The operator of the seeds: looks at the evidence of each stuck record and decides: SUCCESS
+// where money moved (the server's money_position), FAILED where nothing shows it did. The server
+// has the last word: a refusal (money moved meanwhile, a live lease, someone decided first) is
+// counted and the record left for the next round.
+void operatorRound(pqxx::connection& connection, const SimulationConfig& config,
+                   TrafficCounters& counters) {
+  std::vector<std::string> keys;
+  translatingErrors("find stuck records", [&] {
+    pqxx::read_transaction tx(connection);
+    const std::string prefix = config.runId.empty() ? "" : config.runId + "-";
+    for (const pqxx::row& r : tx.exec_params(kStuck, prefix)) keys.emplace_back(r[0].c_str());
+    tx.commit();
+  });
+  for (const std::string& key : keys) {
+    const SettleAssessment seen = assessSettle(connection, key, RecordStatus::Failed);
+    if (!seen.record || seen.leaseActive) continue;
+    SettleRequest request;
+    request.key = key;
+    request.expectedVersion = seen.record->version;
+    request.to = seen.moneyMoved ? RecordStatus::Success : RecordStatus::Failed;
+    request.reason = seen.moneyMoved ? "the ledger shows the money moved under this key"
+                                     : "the gateway shows no charge for this request";
+    const SettleOutcome out = settleRecord(connection, request);
+    if (out.verdict != SettleVerdict::Settled) {
+      counters.settleRefused.fetch_add(1);
+    } else if (request.to == RecordStatus::Success) {
+      counters.settledSuccess.fetch_add(1);
+    } else {
+      counters.settledFailed.fetch_add(1);
     }
   }
 }
@@ -128,26 +175,63 @@ std::vector<std::string> SimulationConfig::validate() const {
     if (t.empty()) problems.emplace_back("--biz-types has an empty business type");
   }
   const std::pair<const char*, double> rates[] = {
-      {"--response-loss-rate", responseLossRate}, {"--crash-rate", crashRate},
-      {"--decline-rate", declineRate},            {"--llm-retry-rate", llmRetryRate},
-      {"--framework-retry-rate", frameworkRetryRate}, {"--http-retry-rate", httpRetryRate},
-      {"--callback-rate", callbackRate},          {"--mismatch-rate", mismatchRate},
-      {"--new-key-rate", newKeyRate},             {"--concurrent-duplicate-rate", concurrentDuplicateRate},
-      {"--double-charge-rate", doubleChargeRate}, {"--callback-resolves-rate", callbackResolvesUnknownRate},
+      {"--response-loss-rate", responseLossRate},
+      {"--crash-rate", crashRate},
+      {"--decline-rate", declineRate},
+      {"--refused-rate", refusedRate},
+      {"--careless-rate", carelessRate},
+      {"--llm-retry-rate", llmRetryRate},
+      {"--framework-retry-rate", frameworkRetryRate},
+      {"--http-retry-rate", httpRetryRate},
+      {"--callback-rate", callbackRate},
+      {"--mismatch-rate", mismatchRate},
+      {"--new-key-rate", newKeyRate},
+      {"--concurrent-duplicate-rate", concurrentDuplicateRate},
+      {"--double-charge-rate", doubleChargeRate},
+      {"--callback-resolves-rate", callbackResolvesUnknownRate},
       {"--crash-before-charge-share", crashBeforeChargeShare}};
   for (const auto& [flag, value] : rates) {
     if (!(value >= 0.0 && value <= 1.0)) {
       problems.push_back(std::string(flag) + " must be a probability between 0 and 1");
     }
   }
-  if (responseLossRate + crashRate + declineRate > 1.0) {
-    problems.emplace_back("--response-loss-rate + --crash-rate + --decline-rate must not exceed 1");
+  if (responseLossRate + crashRate + declineRate + refusedRate > 1.0) {
+    problems.emplace_back(
+        "--response-loss-rate + --crash-rate + --decline-rate + --refused-rate must not exceed 1");
   }
   if (concurrentCopies < 2 || concurrentCopies > 64) {
     problems.emplace_back("--concurrent-copies must be between 2 and 64");
   }
   if (lease.count() <= 0) problems.emplace_back("--lease must be positive");
+  if (settleEvery.count() < 0) problems.emplace_back("--settle-every must not be negative");
+  if (reconcileEvery.count() < 0) problems.emplace_back("--reconcile-every must not be negative");
   return problems;
+}
+
+const char* describe(CarelessHole hole) {
+  switch (hole) {
+    case CarelessHole::FailUnknownWithoutToken:
+      return "fail an UNKNOWN record without the token, begin again";
+    case CarelessHole::FailWithoutToken:
+      return "fail another agent's claim without the token";
+    case CarelessHole::CompleteForeignClaim:
+      return "complete another agent's claim with the version a mismatch handed out";
+    case CarelessHole::CompleteStaleVersion:
+      return "complete with a stale version and no token";
+    case CarelessHole::RetryFinalFailure:
+      return "retry a final failure (declined card)";
+    case CarelessHole::NewKeyForPaidObject:
+      return "begin under a fresh key for a paid business object";
+    case CarelessHole::RebeginRetired:
+      return "begin a retired key again, then under a fresh key";
+  }
+  return "?";
+}
+
+std::int64_t SimulationSummary::holesOpen() const {
+  std::int64_t n = 0;
+  for (const auto& [_, c] : holes) n += c.tried - c.refused;
+  return n;
 }
 
 std::int64_t SimulationSummary::attemptsTotal() const {
@@ -158,9 +242,8 @@ std::int64_t SimulationSummary::attemptsTotal() const {
 
 std::string SimulationSummary::render() const {
   std::ostringstream out;
-  out << "operations " << operations << ", requests " << attemptsTotal() << ", in "
-      << std::fixed << std::setprecision(1) << static_cast<double>(elapsed.count()) / 1000.0
-      << " s\n";
+  out << "operations " << operations << ", requests " << attemptsTotal() << ", in " << std::fixed
+      << std::setprecision(1) << static_cast<double>(elapsed.count()) / 1000.0 << " s\n";
   out << std::left << std::setw(10) << "source";
   for (Outcome o : allValues<Outcome>()) out << std::right << std::setw(18) << format(o);
   out << "\n";
@@ -175,7 +258,23 @@ std::string SimulationSummary::render() const {
   out << "charges " << charges << " (double charges by the buggy downstream " << doubleCharges
       << "), responses lost " << responsesLost << " (resolved by callback "
       << unknownResolvedByCallback << "), crashes " << crashes << ", declines " << declines
-      << ", database errors " << errors << "\n";
+      << " (final; retries replayed the failure " << finalFailuresReplayed
+      << "), refused connections " << refusedConnections << " (retried), database errors " << errors
+      << "\n";
+  out << "re-reads after conflict or not_claimant " << rereads << " (none re-ran downstream)";
+  if (settledSuccess + settledFailed + settleRefused > 0) {
+    out << ", operator settled " << settledSuccess << " SUCCESS and " << settledFailed
+        << " FAILED (" << settleRefused << " refused by the server)";
+  }
+  if (reconciled > 0) out << ", reconcile resolved " << reconciled;
+  out << "\n";
+  if (!holes.empty()) {
+    out << "careless clients (every attempt must be refused):\n";
+    for (const auto& [hole, c] : holes) {
+      out << "  " << std::left << std::setw(72) << describe(hole) << std::right << " tried "
+          << c.tried << ", refused " << c.refused << (c.tried == c.refused ? "" : "  OPEN") << "\n";
+    }
+  }
   return out.str();
 }
 
@@ -197,9 +296,27 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
       running.fetch_sub(1);
     });
   }
-  std::jthread sweeper;
+  // The cron jobs and people of a deployment, beside the agents.
+  std::vector<std::jthread> helpers;
   if (config.expireLeasesEvery.count() > 0) {
-    sweeper = std::jthread([&] { leaseSweeper(config, agentsDone); });
+    helpers.emplace_back([&] {
+      periodically(config.connection, config.expireLeasesEvery, agentsDone,
+                   [](pqxx::connection& c) { ProtocolClient(c).expireLeases(); });
+    });
+  }
+  if (config.settleEvery.count() > 0) {
+    helpers.emplace_back([&] {
+      periodically(orAgents(config.operatorConnection, config), config.settleEvery, agentsDone,
+                   [&](pqxx::connection& c) { operatorRound(c, config, counters); });
+    });
+  }
+  if (config.reconcileEvery.count() > 0) {
+    helpers.emplace_back([&] {
+      periodically(orAgents(config.reconcilerConnection, config), config.reconcileEvery, agentsDone,
+                   [&](pqxx::connection& c) {
+                     counters.reconciled.fetch_add(ProtocolClient(c).reconcile());
+                   });
+    });
   }
 
   auto lastProgress = Clock::now();
@@ -213,7 +330,7 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
   }
   agents.clear();
   agentsDone.store(true);
-  sweeper = {};
+  helpers.clear();
 
   SimulationSummary summary = counters.summary();
   summary.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);

@@ -6,6 +6,14 @@
 // arguments, concurrent duplicates of one key, callbacks that re-deliver, and a buggy downstream
 // that sometimes charges twice under different gateway references.
 //
+// Its agents behave like a correct runtime under schema contract v2: they carry the claim token,
+// say honestly whether a failure may be retried (a declined card is final, a refused connection is
+// not), and on `conflict` or `not_claimant` re-read the record (begin again) instead of running
+// the side effect again. A share of careless clients (--careless-rate) tries, on purpose, every
+// hole schema v2 closes; the summary counts each attempt and whether the database refused it.
+// Beside the agents, an operator may settle stuck records and a reconciler run idem.reconcile()
+// during the run, as a deployment's people and cron jobs do.
+//
 // Deterministic under a seed: what happens to operation i (its business object, amount, faults and
 // retries) is a pure function of (seed, i); threads only decide who runs it and when.
 #pragma once
@@ -28,18 +36,19 @@ struct SimulationConfig {
   ConnectionSettings connection;
   int agents = 4;
   std::uint64_t seed = 1;
-  std::int64_t operations = 1000;          // business operations to run; 0: no bound
-  std::chrono::milliseconds duration{0};   // wall-clock bound; 0: none
-  double operationsPerSecond = 0;          // across all agents; 0: as fast as the database allows
+  std::int64_t operations = 1000;         // business operations to run; 0: no bound
+  std::chrono::milliseconds duration{0};  // wall-clock bound; 0: none
+  double operationsPerSecond = 0;         // across all agents; 0: as fast as the database allows
   std::vector<std::string> bizTypes{"payment", "refund", "coupon"};
   // A separate namespace for keys and business ids, so runs against one database never collide.
   std::string runId;
 
   // Faults and retries, each a probability per operation.
-  double responseLossRate = 0.05;    // downstream did it, the response was lost: UNKNOWN
-  double crashRate = 0.01;           // the agent dies after `executed`: PROCESSING past its lease
+  double responseLossRate = 0.05;  // downstream did it, the response was lost: UNKNOWN
+  double crashRate = 0.01;         // the agent dies after `executed`: PROCESSING past its lease
   double crashBeforeChargeShare = 0.5;  // of crashes, how many die before the downstream call
-  double declineRate = 0.05;         // definite failure: FAILED, then a framework retry re-runs it
+  double declineRate = 0.05;            // definite failure (card declined): final FAILED, replayed
+  double refusedRate = 0.02;         // connection refused before sending: retryable FAILED, re-run
   double llmRetryRate = 0.06;        // the model re-issues the same call (same key)
   double frameworkRetryRate = 0.04;  // the framework's retry policy fires (same key)
   double httpRetryRate = 0.05;       // the HTTP client retries (same key)
@@ -48,31 +57,75 @@ struct SimulationConfig {
   double newKeyRate = 0.01;          // an LLM retry under a fresh key (same business object)
   double concurrentDuplicateRate = 0.02;  // the request handed to several agents at once
   int concurrentCopies = 3;
-  double doubleChargeRate = 0.0;     // buggy downstream: a second charge under another reference
+  double doubleChargeRate = 0.0;  // buggy downstream: a second charge under another reference
   double callbackResolvesUnknownRate = 0.6;  // a gateway callback later settles an UNKNOWN record
+  // Operations whose client is careless and tries the holes schema v2 closes (CarelessHole).
+  double carelessRate = 0.0;
 
   std::chrono::milliseconds downstreamLatency{0};  // each downstream call takes this long
   std::chrono::milliseconds lease{15'000};
   std::chrono::milliseconds expireLeasesEvery{0};  // 0: never (leave stuck records for people)
+  // An operator settles this run's stuck records this often (SUCCESS where money moved, FAILED
+  // where nothing did), through idem::settleRecord; 0: never.
+  std::chrono::milliseconds settleEvery{0};
+  // idem.reconcile() this often; 0: never.
+  std::chrono::milliseconds reconcileEvery{0};
+  // Whom the operator and the reconciler log in as (an idem_operator and an idem_reconciler
+  // login); empty DSN: the agents' connection.
+  ConnectionSettings operatorConnection;
+  ConnectionSettings reconcilerConnection;
 
   // Checks ranges and combinations; returns one sentence per problem.
   std::vector<std::string> validate() const;
+};
+
+// The holes of issue 8 a careless client tries. Each is refused by a v2 database.
+enum class CarelessHole {
+  FailUnknownWithoutToken,  // fail an UNKNOWN record with no token, then begin again
+  FailWithoutToken,         // fail someone else's PROCESSING claim with no token
+  CompleteForeignClaim,     // complete someone else's claim with the version a payload_mismatch
+                            // handed out and a token of its own
+  CompleteStaleVersion,     // complete with a stale version and no token
+  RetryFinalFailure,        // begin again after a final FAILED (declined card)
+  NewKeyForPaidObject,      // begin under a fresh key for a business object that was paid
+  RebeginRetired,           // a retired key: begin again, then under a fresh key
+};
+inline constexpr std::array<CarelessHole, 7> kCarelessHoles{
+    CarelessHole::FailUnknownWithoutToken, CarelessHole::FailWithoutToken,
+    CarelessHole::CompleteForeignClaim,    CarelessHole::CompleteStaleVersion,
+    CarelessHole::RetryFinalFailure,       CarelessHole::NewKeyForPaidObject,
+    CarelessHole::RebeginRetired};
+const char* describe(CarelessHole hole);
+
+struct HoleCount {
+  std::int64_t tried = 0;
+  std::int64_t refused = 0;
 };
 
 // What the simulation did, counted on the client side. The tables hold the truth; tests compare.
 struct SimulationSummary {
   std::int64_t operations = 0;
   std::map<std::pair<TriggerSource, Outcome>, std::int64_t> attempts;
-  std::int64_t charges = 0;            // DEBIT flows the downstream reported (duplicates included)
-  std::int64_t doubleCharges = 0;      // extra charges by the buggy downstream
-  std::int64_t responsesLost = 0;      // marked UNKNOWN after a lost response
+  std::int64_t charges = 0;        // DEBIT flows the downstream reported (duplicates included)
+  std::int64_t doubleCharges = 0;  // extra charges by the buggy downstream
+  std::int64_t responsesLost = 0;  // marked UNKNOWN after a lost response
   std::int64_t crashes = 0;
-  std::int64_t declines = 0;
+  std::int64_t declines = 0;               // final failures (retry_allowed = false)
+  std::int64_t refusedConnections = 0;     // retryable failures, run again
+  std::int64_t finalFailuresReplayed = 0;  // retries answered `replayed` FAILED: back to the model
+  std::int64_t rereads = 0;         // conflict / not_claimant answered by begin again, never re-run
+  std::int64_t settledSuccess = 0;  // by the simulated operator
+  std::int64_t settledFailed = 0;
+  std::int64_t settleRefused = 0;  // money_moved, lease_active, conflict...: the server said no
+  std::int64_t reconciled = 0;     // resolved by idem.reconcile()
+  std::map<CarelessHole, HoleCount> holes;
   std::int64_t unknownResolvedByCallback = 0;
-  std::int64_t errors = 0;             // database errors the agents saw (and retried or gave up)
+  std::int64_t errors = 0;  // database errors the agents saw (and retried or gave up)
   std::chrono::milliseconds elapsed{0};
 
   std::int64_t attemptsTotal() const;
+  // Careless attempts the database let through (0 on a v2 database).
+  std::int64_t holesOpen() const;
   // A table of counts per source and outcome plus the fault counts, for a terminal.
   std::string render() const;
 };

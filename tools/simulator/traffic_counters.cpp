@@ -16,6 +16,17 @@ SimulationSummary TrafficCounters::summary() const {
   s.responsesLost = responsesLost.load();
   s.crashes = crashes.load();
   s.declines = declines.load();
+  s.refusedConnections = refusedConnections.load();
+  s.finalFailuresReplayed = finalFailuresReplayed.load();
+  s.rereads = rereads.load();
+  s.settledSuccess = settledSuccess.load();
+  s.settledFailed = settledFailed.load();
+  s.settleRefused = settleRefused.load();
+  s.reconciled = reconciled.load();
+  for (CarelessHole hole : kCarelessHoles) {
+    const auto i = static_cast<std::size_t>(hole);
+    if (holesTried_[i].load() > 0) s.holes[hole] = {holesTried_[i].load(), holesRefused_[i].load()};
+  }
   s.unknownResolvedByCallback = unknownResolvedByCallback.load();
   s.errors = errors.load();
   return s;

@@ -25,8 +25,20 @@ class TrafficCounters {
   std::atomic<std::int64_t> responsesLost{0};
   std::atomic<std::int64_t> crashes{0};
   std::atomic<std::int64_t> declines{0};
+  std::atomic<std::int64_t> refusedConnections{0};
+  std::atomic<std::int64_t> finalFailuresReplayed{0};
+  std::atomic<std::int64_t> rereads{0};
+  std::atomic<std::int64_t> settledSuccess{0};
+  std::atomic<std::int64_t> settledFailed{0};
+  std::atomic<std::int64_t> settleRefused{0};
+  std::atomic<std::int64_t> reconciled{0};
   std::atomic<std::int64_t> unknownResolvedByCallback{0};
   std::atomic<std::int64_t> errors{0};
+
+  void countHole(CarelessHole hole, bool refused) {
+    holesTried_[static_cast<std::size_t>(hole)].fetch_add(1, std::memory_order_relaxed);
+    if (refused) holesRefused_[static_cast<std::size_t>(hole)].fetch_add(1);
+  }
 
   SimulationSummary summary() const;
 
@@ -37,6 +49,8 @@ class TrafficCounters {
     return static_cast<std::size_t>(s) * kOutcomes + static_cast<std::size_t>(o);
   }
   std::array<std::atomic<std::int64_t>, kSources * kOutcomes> attempts_{};
+  std::array<std::atomic<std::int64_t>, kCarelessHoles.size()> holesTried_{};
+  std::array<std::atomic<std::int64_t>, kCarelessHoles.size()> holesRefused_{};
 };
 
 }  // namespace idem::sim

@@ -1,0 +1,148 @@
+// `idemctl reconcile`: the reconciliation fuse of the seeds, run from cron or as a service. Each
+// round calls idem.reconcile(), which resolves to SUCCESS every stuck record whose own key has a
+// DEBIT or CAPTURE flow, and prints what it resolved. It never decides FAILED: that takes a person.
+#include <ctime>
+#include <ostream>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "database_flags.hpp"
+#include "idem/database_error.hpp"
+#include "idem/duration.hpp"
+#include "idemctl.hpp"
+
+namespace idem::ctl {
+namespace {
+
+constexpr const char* kIsReconciler =
+    "SELECT pg_has_role(session_user, 'idem_reconciler', 'MEMBER'), session_user";
+
+constexpr const char* kReconcile = "SELECT idem.reconcile()";
+
+// The records this round resolved: transitions written by this very transaction (its xid), which
+// began no earlier than now(), so the BRIN index on created_at keeps the scan to the newest rows.
+constexpr const char* kResolvedKeys =
+    "SELECT idempotency_key, from_status FROM idem.transitions "
+    "WHERE created_at >= now() AND actor_kind = 'reconciler' "
+    "AND xmin::text::bigint = pg_current_xact_id()::text::bigint % 4294967296 "
+    "ORDER BY id LIMIT $1";
+
+// Keys named per round; the count is always exact.
+constexpr int kKeysShown = 20;
+
+std::string nowUtc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return text;
+}
+
+struct Round {
+  int resolved = 0;
+  std::vector<std::string> keys;  // "KEY (from UNKNOWN)"
+};
+
+Round reconcileOnce(pqxx::connection& connection) {
+  return translatingErrors("reconcile", [&] {
+    pqxx::work tx(connection);
+    Round out;
+    out.resolved = tx.exec1(kReconcile)[0].as<int>();
+    if (out.resolved > 0) {
+      for (const pqxx::row& r : tx.exec_params(kResolvedKeys, kKeysShown)) {
+        out.keys.push_back(std::string(r[0].c_str()) + " (from " + r[1].c_str() + ")");
+      }
+    }
+    tx.commit();
+    return out;
+  });
+}
+
+void print(std::ostream& out, const Round& round) {
+  out << nowUtc() << " reconcile: resolved " << round.resolved << " record(s) to SUCCESS";
+  for (std::size_t i = 0; i < round.keys.size(); ++i)
+    out << (i == 0 ? ": " : ", ") << round.keys[i];
+  if (round.resolved > static_cast<int>(round.keys.size())) {
+    out << (round.keys.empty() ? "" : ", ") << "and "
+        << round.resolved - static_cast<int>(round.keys.size()) << " more";
+  }
+  out << "\n" << std::flush;
+}
+
+// A login that cannot run idem.reconcile() is said so before the first round, not as a
+// "permission denied" from inside the loop.
+void requireReconciler(pqxx::connection& connection) {
+  const auto [member, login] = translatingErrors("reconcile", [&] {
+    pqxx::nontransaction tx(connection);
+    const pqxx::row r = tx.exec1(kIsReconciler);
+    return std::pair{r[0].as<bool>(), std::string(r[1].c_str())};
+  });
+  if (!member) {
+    throw DatabaseError("42501", "reconcile: the login " + login +
+                                     " is not a member of idem_reconciler; run it as a login "
+                                     "granted idem_reconciler");
+  }
+}
+
+// Sleeps up to `d`, waking early when asked to stop.
+void sleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& stop) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  while (!stop.load() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(
+        until - std::chrono::steady_clock::now(), std::chrono::milliseconds(100)));
+  }
+}
+
+}  // namespace
+
+int runReconcile(const std::vector<std::string>& args, Streams streams,
+                 const std::atomic<bool>& stop) {
+  const std::vector<FlagSpec> specs{
+      {"every", true, "DURATION",
+       "run a round this often until SIGINT or SIGTERM, e.g. 1m (default: one round, then exit)"},
+      dsnFlag(),
+      helpFlag()};
+  const CommandLine cli(args, specs);
+  if (cli.has("help")) {
+    streams.out << "usage: idemctl reconcile [--every 1m] [flags]\n\n"
+                << CommandLine::describe(specs)
+                << "\nRuns as a login granted idem_reconciler. Each round prints how many records "
+                   "it resolved\nand their keys. With --every, a failed round is reported and "
+                   "the next one reconnects.\nExit codes: 0 done (or stopped by a signal), 1 "
+                   "failed (once: any error; --every: the\nfirst connection), 2 usage.\n";
+    return kOk;
+  }
+  if (!cli.positionals().empty()) {
+    throw UsageError("unexpected argument '" + cli.positionals().front() + "'");
+  }
+  const auto every = cli.duration("every");
+  if (every && every->count() <= 0) throw UsageError("--every must be positive, e.g. 1m");
+
+  const ConnectionSettings settings = connectionFrom(cli, "idemctl reconcile");
+  auto connection = connect(settings);
+  requireReconciler(*connection);
+  if (!every) {
+    print(streams.out, reconcileOnce(*connection));
+    return kOk;
+  }
+
+  streams.out << nowUtc() << " reconcile: a round every " << formatDuration(*every)
+              << " until SIGINT or SIGTERM\n"
+              << std::flush;
+  while (!stop.load()) {
+    try {
+      if (!connection) connection = connect(settings);
+      print(streams.out, reconcileOnce(*connection));
+    } catch (const DatabaseError& e) {
+      // A service outlives a database restart: say so, and reconnect next round.
+      streams.err << nowUtc() << " idemctl reconcile: " << e.what() << "\n" << std::flush;
+      connection.reset();
+    }
+    sleepUnlessStopped(*every, stop);
+  }
+  streams.out << nowUtc() << " reconcile: stopped\n";
+  return kOk;
+}
+
+}  // namespace idem::ctl
