@@ -1,6 +1,8 @@
-// The protocol functions, one behaviour at a time, against a real PostgreSQL: every begin outcome
-// with its attempt row, every row of the state machine and every refused transition (through the
-// functions and through direct UPDATEs), fund flows, and bad input that changes nothing.
+// The protocol functions (schema contract v2), one behaviour at a time, against a real PostgreSQL:
+// every begin outcome with its attempt row and claim token, the claimant's answers, every row of the
+// state machine and every refused transition (through the functions and through direct UPDATEs),
+// fund flows, retention, and bad input that changes nothing. Each role's rights: tst_roles; the
+// state machine per role: tst_state_machine; the bounds: tst_bounds; the holes of issue 8: tst_holes.
 #include <QtTest>
 
 #include "idem/database_error.hpp"
@@ -45,6 +47,22 @@ class TestProtocol : public QObject {
   std::string recordRow(const std::string& key) {
     return text("SELECT r::text FROM idem.records r WHERE idempotency_key = '" + key + "'");
   }
+  // begin that must execute: the claimant's token.
+  std::string claim(const BeginRequest& r) {
+    const BeginResult b = client_->begin(r);
+    if (b.outcome != Outcome::Executed || !b.claimToken) {
+      throw std::runtime_error("begin " + r.key + " did not execute: " + std::string(format(b.outcome)));
+    }
+    return *b.claimToken;
+  }
+  // A PROCESSING record whose lease has ended (the operator and the reconciler may decide it).
+  std::string claimExpired(const std::string& key, const std::string& bizId) {
+    auto r = request(key, bizId);
+    r.lease = std::chrono::milliseconds(1);
+    const std::string token = claim(r);
+    QTest::qWait(5);
+    return token;
+  }
   int sqlstateOf(const std::function<void()>& fn, std::string* message = nullptr) {
     try {
       fn();
@@ -74,6 +92,7 @@ class TestProtocol : public QObject {
     QCOMPARE(r.outcome, Outcome::Executed);
     QCOMPARE(r.status, std::optional(RecordStatus::Processing));
     QCOMPARE(r.version, std::optional(1));
+    QVERIFY(r.claimToken.has_value());
     QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='k1' AND outcome='executed' AND trigger_source='initial' AND agent_id='agent-1' AND trace_id='trace-k1'"), 1LL);
     QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='k1' AND from_status IS NULL AND to_status='PROCESSING' AND version=1 AND actor_kind='system' AND actor=session_user"), 1LL);
     QCOMPARE(text("SELECT request_hash FROM idem.records WHERE idempotency_key='k1'"),
@@ -81,8 +100,24 @@ class TestProtocol : public QObject {
     QVERIFY(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND lease_expires_at > now() + interval '25 seconds'") == 1);
   }
 
+  // Only the SHA-256 of the token is stored: nothing in the database is the token itself.
+  void claimTokenIsStoredOnlyAsItsHash() {
+    const std::string token = claim(request("k1", "o1"));
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND claim_token_hash = sha256(uuid_send('" + token + "'::uuid))"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.records r WHERE position('" + token + "' IN r::text) > 0 OR position(replace('" + token + "', '-', '') IN r::text) > 0"), 0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions t WHERE position('" + token + "' IN t::text) > 0"), 0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts a WHERE position('" + token + "' IN a::text) > 0"), 0LL);
+  }
+
+  void onlyTheExecutedOutcomeCarriesAToken() {
+    claim(request("k1", "o1"));
+    QVERIFY(!client_->begin(request("k1", "o1", TriggerSource::Http)).claimToken);              // in_progress
+    QVERIFY(!client_->begin(request("k1", "o1", TriggerSource::Llm, R"({"x": 1})")).claimToken);  // payload_mismatch
+    QVERIFY(!client_->begin(request("k2", "o1")).claimToken);                                   // rejected
+  }
+
   void beginSameKeyWhileProcessingIsInProgress() {
-    client_->begin(request("k1", "o1"));
+    claim(request("k1", "o1"));
     const BeginResult r = client_->begin(request("k1", "o1", TriggerSource::Http));
     QCOMPARE(r.outcome, Outcome::InProgress);
     QCOMPARE(r.status, std::optional(RecordStatus::Processing));
@@ -91,8 +126,8 @@ class TestProtocol : public QObject {
   }
 
   void beginAfterSuccessReplaysStoredResponse() {
-    client_->begin(request("k1", "o1"));
-    QVERIFY(client_->complete("k1", 1, R"({"charged": true, "ref": "gw-1"})").ok());
+    const std::string token = claim(request("k1", "o1"));
+    QVERIFY(client_->complete("k1", 1, R"({"charged": true, "ref": "gw-1"})", token).ok());
     const BeginResult r = client_->begin(request("k1", "o1", TriggerSource::Llm));
     QCOMPARE(r.outcome, Outcome::Replayed);
     QCOMPARE(r.status, std::optional(RecordStatus::Success));
@@ -102,16 +137,13 @@ class TestProtocol : public QObject {
   }
 
   void beginOnUnknownIsInProgressNeverReexecuted() {
-    client_->begin(request("k1", "o1"));
-    QVERIFY(client_->markUnknown("k1", 1, "response timeout after 5s").ok());
+    const std::string token = claim(request("k1", "o1"));
+    QVERIFY(client_->markUnknown("k1", 1, "response timeout after 5s", token).ok());
     QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Framework)).outcome, Outcome::InProgress);
   }
 
   void expiredLeaseIsStillInProgress() {
-    auto req = request("k1", "o1");
-    req.lease = std::chrono::milliseconds(1);
-    client_->begin(req);
-    QTest::qWait(20);
+    claimExpired("k1", "o1");
     QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Framework)).outcome, Outcome::InProgress);
     QCOMPARE(client_->expireLeases(), 1);
     QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key='k1'"), std::string("UNKNOWN"));
@@ -120,9 +152,20 @@ class TestProtocol : public QObject {
     QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Framework)).outcome, Outcome::InProgress);
   }
 
-  void failedIsReclaimedBySameHashOnly() {
-    client_->begin(request("k1", "o1"));
-    QVERIFY(client_->fail("k1", 1, "card declined").ok());
+  // The claimant's answer after the lease expired still counts: it is the claimant.
+  void lateCompleteOfUnknownByTheClaimantSucceeds() {
+    const std::string token = claimExpired("k1", "o1");
+    QCOMPARE(client_->expireLeases(), 1);
+    const ChangeResult r = client_->complete("k1", 2, R"({"late": true})", token);
+    QVERIFY(r.ok());
+    QCOMPARE(r.status, std::optional(RecordStatus::Success));
+    QCOMPARE(r.version, std::optional(3));
+  }
+
+  void retryableFailureIsReclaimedBySameHashOnly() {
+    const std::string token = claim(request("k1", "o1"));
+    QVERIFY(client_->fail("k1", 1, "connection refused before sending", token, true).ok());
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND retry_allowed"), 1LL);
     // A different payload under the same key is a mismatch even when FAILED.
     QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Llm, R"({"amount": 1})")).outcome,
              Outcome::PayloadMismatch);
@@ -130,15 +173,36 @@ class TestProtocol : public QObject {
     const BeginResult r = client_->begin(request("k1", "o1", TriggerSource::Framework));
     QCOMPARE(r.outcome, Outcome::Executed);
     QCOMPARE(r.version, std::optional(3));
+    QVERIFY(r.claimToken && *r.claimToken != token);
     QCOMPARE(count("SELECT attempt_count FROM idem.records WHERE idempotency_key='k1'"), 2LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND NOT retry_allowed"), 1LL);
     QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='k1' AND from_status='FAILED' AND to_status='PROCESSING' AND version=3"), 1LL);
     QCOMPARE(text("SELECT actor_kind || ': ' || reason FROM idem.transitions WHERE idempotency_key='k1' AND from_status='FAILED'"),
              std::string("system: retried after FAILED (framework)"));
-    QVERIFY(client_->complete("k1", 3, "{}").ok());
+    // The first claim's token is no longer the claimant's: the re-claim has its own.
+    QCOMPARE(client_->complete("k1", 3, "{}", token).result, ResultCode::NotClaimant);
+    QVERIFY(client_->complete("k1", 3, "{}", *r.claimToken).ok());
+  }
+
+  // A definite business failure is handed back, never run again.
+  void finalFailureIsReplayedWithItsError() {
+    const std::string token = claim(request("k1", "o1"));
+    QVERIFY(client_->fail("k1", 1, "insufficient balance", token).ok());  // retry_allowed defaults to false
+    const std::string before = recordRow("k1");
+    for (TriggerSource source : {TriggerSource::Llm, TriggerSource::Framework, TriggerSource::Http, TriggerSource::Callback}) {
+      const BeginResult r = client_->begin(request("k1", "o1", source));
+      QCOMPARE(r.outcome, Outcome::Replayed);
+      QCOMPARE(r.status, std::optional(RecordStatus::Failed));
+      QCOMPARE(r.version, std::optional(2));
+      QVERIFY(!r.claimToken);
+      QCOMPARE(r.responsePayload, std::optional<std::string>(R"({"error": "insufficient balance"})"));
+    }
+    QCOMPARE(recordRow("k1"), before);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='k1' AND outcome='replayed'"), 4LL);
   }
 
   void payloadMismatchLeavesRecordUntouched() {
-    client_->begin(request("k1", "o1"));
+    claim(request("k1", "o1"));
     const std::string before = recordRow("k1");
     const BeginResult r = client_->begin(request("k1", "o1", TriggerSource::Llm, R"({"amount": 3990})"));
     QCOMPARE(r.outcome, Outcome::PayloadMismatch);
@@ -158,8 +222,8 @@ class TestProtocol : public QObject {
   }
 
   void newKeyForSucceededBusinessObjectIsRejected() {
-    client_->begin(request("k1", "o1"));
-    QVERIFY(client_->complete("k1", 1, "{}").ok());
+    const std::string token = claim(request("k1", "o1"));
+    QVERIFY(client_->complete("k1", 1, "{}", token).ok());
     const BeginResult r = client_->begin(request("k2", "o1", TriggerSource::Llm));
     QCOMPARE(r.outcome, Outcome::Rejected);
     QVERIFY(!r.version.has_value());
@@ -168,122 +232,197 @@ class TestProtocol : public QObject {
   }
 
   void newKeyForBusinessObjectInFlightIsRejected() {
-    client_->begin(request("k1", "o1"));
+    const std::string token = claim(request("k1", "o1"));
     QCOMPARE(client_->begin(request("k2", "o1", TriggerSource::Llm)).outcome, Outcome::Rejected);
-    QVERIFY(client_->markUnknown("k1", 1, "timeout").ok());
+    QVERIFY(client_->markUnknown("k1", 1, "timeout", token).ok());
     QCOMPARE(client_->begin(request("k3", "o1", TriggerSource::Llm)).outcome, Outcome::Rejected);
   }
 
   void newKeyAfterFailureMayRunAgain() {
-    client_->begin(request("k1", "o1"));
-    QVERIFY(client_->fail("k1", 1, "declined").ok());
-    QCOMPARE(client_->begin(request("k2", "o1", TriggerSource::Llm)).outcome, Outcome::Executed);
+    const std::string t1 = claim(request("k1", "o1"));
+    QVERIFY(client_->fail("k1", 1, "connection refused", t1, true).ok());
+    const std::string t2 = claim(request("k2", "o1", TriggerSource::Llm));
     // ...and then the old FAILED key cannot be re-claimed while k2 is live.
     const BeginResult r = client_->begin(request("k1", "o1", TriggerSource::Framework));
     QCOMPARE(r.outcome, Outcome::Rejected);
     QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key='k1'"), std::string("FAILED"));
-    QVERIFY(client_->complete("k2", 1, "{}").ok());
+    QVERIFY(client_->complete("k2", 1, "{}", t2).ok());
     QCOMPARE(count("SELECT count(*) FROM idem.records WHERE biz_id='o1' AND status='SUCCESS'"), 1LL);
+  }
+
+  // A new key for an object whose money moved under a key that failed: another run charges again.
+  void newKeyForBusinessObjectWhoseMoneyMovedIsRejected() {
+    const std::string t1 = claim(request("k1", "o1"));
+    QVERIFY(client_->fail("k1", 1, "declined", t1).ok());
+    client_->recordFundFlow({"payment", "o1", FundFlowKind::Debit, 2990, "CNY", "gw-1", "k1"});
+    const BeginResult r = client_->begin(request("k2", "o1", TriggerSource::Llm));
+    QCOMPARE(r.outcome, Outcome::Rejected);
+    QVERIFY(!r.claimToken);
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k2'"), 0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='k2'"), 0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='k2'"), 1LL);
+    QCOMPARE(text("SELECT outcome FROM idem.attempts WHERE idempotency_key='k2'"), std::string("rejected"));
+    // Refunded in full: nothing moved any more, a new key may run.
+    client_->recordFundFlow({"payment", "o1", FundFlowKind::Refund, 2990, "CNY", "gw-2", "k1"});
+    QCOMPARE(client_->begin(request("k3", "o1")).outcome, Outcome::Executed);
   }
 
   // Every allowed row of the contract's state machine, through the functions.
   void everyAllowedTransitionThroughFunctions() {
-    struct Case { const char* path; };
-    // PROCESSING -> SUCCESS
-    client_->begin(request("a", "oa"));
-    QVERIFY(client_->complete("a", 1, "{}").ok());
-    // PROCESSING -> FAILED, FAILED -> PROCESSING
-    client_->begin(request("b", "ob"));
-    QVERIFY(client_->fail("b", 1, "x").ok());
-    QCOMPARE(client_->begin(request("b", "ob")).outcome, Outcome::Executed);
-    // PROCESSING -> UNKNOWN -> SUCCESS
-    QVERIFY(client_->markUnknown("b", 3, "timeout").ok());
-    QVERIFY(client_->complete("b", 4, "{}").ok());
-    // PROCESSING -> UNKNOWN -> FAILED
-    client_->begin(request("c", "oc"));
-    QVERIFY(client_->markUnknown("c", 1, "timeout").ok());
-    QVERIFY(client_->fail("c", 2, "gateway says no charge").ok());
-    // operator: PROCESSING -> SUCCESS, PROCESSING -> FAILED, UNKNOWN -> SUCCESS, UNKNOWN -> FAILED
-    client_->begin(request("d", "od"));
-    QVERIFY(client_->settle("d", 1, RecordStatus::Success, "statement shows charge", std::nullopt).ok());
-    client_->begin(request("e", "oe"));
-    QVERIFY(client_->settle("e", 1, RecordStatus::Failed, "gateway: no such payment", R"({"ref": null})").ok());
-    client_->begin(request("f", "of"));
-    QVERIFY(client_->markUnknown("f", 1, "timeout").ok());
-    QVERIFY(client_->settle("f", 2, RecordStatus::Success, "paid", std::nullopt).ok());
-    client_->begin(request("g", "og"));
-    QVERIFY(client_->markUnknown("g", 1, "timeout").ok());
-    QVERIFY(client_->settle("g", 2, RecordStatus::Failed, "not paid", std::nullopt).ok());
+    // system: PROCESSING -> SUCCESS
+    std::string t = claim(request("a", "oa"));
+    QVERIFY(client_->complete("a", 1, "{}", t).ok());
+    // system: PROCESSING -> FAILED (retryable), FAILED -> PROCESSING, PROCESSING -> UNKNOWN -> SUCCESS
+    t = claim(request("b", "ob"));
+    QVERIFY(client_->fail("b", 1, "x", t, true).ok());
+    t = claim(request("b", "ob"));
+    QVERIFY(client_->markUnknown("b", 3, "timeout", t).ok());
+    QVERIFY(client_->complete("b", 4, "{}", t).ok());
+    // system: PROCESSING -> UNKNOWN by the sweep
+    claimExpired("c", "oc");
+    QCOMPARE(client_->expireLeases(), 1);
+    // reconciler: UNKNOWN -> FAILED, UNKNOWN -> SUCCESS, PROCESSING past lease -> SUCCESS / FAILED
+    QVERIFY(client_->resolve("c", 2, RecordStatus::Failed, "gateway: no such payment", R"({"lookup": "none"})").ok());
+    t = claim(request("d", "od"));
+    QVERIFY(client_->markUnknown("d", 1, "timeout", t).ok());
+    QVERIFY(client_->resolve("d", 2, RecordStatus::Success, "gateway: paid", R"({"lookup": "gw-d"})").ok());
+    claimExpired("e", "oe");
+    QVERIFY(client_->resolve("e", 1, RecordStatus::Success, "gateway: paid", R"({"lookup": "gw-e"})").ok());
+    claimExpired("f", "of");
+    QVERIFY(client_->resolve("f", 1, RecordStatus::Failed, "gateway: nothing", R"({"lookup": "none"})").ok());
+    // reconciler through reconcile: UNKNOWN -> SUCCESS from a flow under the key
+    t = claim(request("g", "og"));
+    QVERIFY(client_->markUnknown("g", 1, "timeout", t).ok());
+    client_->recordFundFlow({"payment", "og", FundFlowKind::Debit, 10, "CNY", "gw-g", "g"});
+    QCOMPARE(client_->reconcile(), 1);
+    // operator: PROCESSING past lease -> SUCCESS / FAILED, UNKNOWN -> SUCCESS / FAILED, FAILED -> SUCCESS
+    claimExpired("h", "oh");
+    QVERIFY(client_->settle("h", 1, RecordStatus::Success, "statement shows charge", std::nullopt).ok());
+    claimExpired("i", "oi");
+    QVERIFY(client_->settle("i", 1, RecordStatus::Failed, "gateway: no such payment", R"({"ref": null})").ok());
+    t = claim(request("j", "oj"));
+    QVERIFY(client_->markUnknown("j", 1, "timeout", t).ok());
+    QVERIFY(client_->settle("j", 2, RecordStatus::Success, "paid", std::nullopt).ok());
+    t = claim(request("k", "ok"));
+    QVERIFY(client_->markUnknown("k", 1, "timeout", t).ok());
+    QVERIFY(client_->settle("k", 2, RecordStatus::Failed, "not paid", std::nullopt).ok());
+    QVERIFY(client_->settle("k", 3, RecordStatus::Success, "correction: the statement shows it after all", std::nullopt).ok());
 
     const std::string seen = text(
         "SELECT string_agg(DISTINCT coalesce(from_status, 'none') || '>' || to_status || ':' || actor_kind, ' ' "
         "ORDER BY coalesce(from_status, 'none') || '>' || to_status || ':' || actor_kind) FROM idem.transitions");
     QCOMPARE(QString::fromStdString(seen),
-             QStringLiteral("FAILED>PROCESSING:system PROCESSING>FAILED:operator PROCESSING>FAILED:system "
-                            "PROCESSING>SUCCESS:operator PROCESSING>SUCCESS:system PROCESSING>UNKNOWN:system "
-                            "UNKNOWN>FAILED:operator UNKNOWN>FAILED:system UNKNOWN>SUCCESS:operator "
-                            "UNKNOWN>SUCCESS:system none>PROCESSING:system"));
+             QStringLiteral("FAILED>PROCESSING:system FAILED>SUCCESS:operator PROCESSING>FAILED:operator "
+                            "PROCESSING>FAILED:reconciler PROCESSING>FAILED:system PROCESSING>SUCCESS:operator "
+                            "PROCESSING>SUCCESS:reconciler PROCESSING>SUCCESS:system PROCESSING>UNKNOWN:system "
+                            "UNKNOWN>FAILED:operator UNKNOWN>FAILED:reconciler UNKNOWN>SUCCESS:operator "
+                            "UNKNOWN>SUCCESS:reconciler UNKNOWN>SUCCESS:system none>PROCESSING:system"));
     // Versions are consecutive per record and match the history.
     QCOMPARE(count("SELECT count(*) FROM idem.records r WHERE version <> (SELECT max(version) FROM idem.transitions t WHERE t.idempotency_key = r.idempotency_key)"), 0LL);
     QCOMPARE(count("SELECT count(*) FROM idem.records r WHERE version <> (SELECT count(*) FROM idem.transitions t WHERE t.idempotency_key = r.idempotency_key)"), 0LL);
-    QCOMPARE(text("SELECT evidence::text FROM idem.transitions WHERE idempotency_key='e' AND actor_kind='operator'"), std::string(R"({"ref": null})"));
-    QCOMPARE(text("SELECT reason FROM idem.transitions WHERE idempotency_key='d' AND actor_kind='operator'"), std::string("statement shows charge"));
+    QCOMPARE(text("SELECT evidence::text FROM idem.transitions WHERE idempotency_key='i' AND actor_kind='operator'"), std::string(R"({"ref": null})"));
+    QCOMPARE(text("SELECT reason FROM idem.transitions WHERE idempotency_key='h' AND actor_kind='operator'"), std::string("statement shows charge"));
+    QCOMPARE(text("SELECT evidence::text FROM idem.transitions WHERE idempotency_key='c' AND actor_kind='reconciler'"), std::string(R"({"lookup": "none"})"));
+    // Deciding FAILED declares the side effect did not happen: the same request may run again.
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key IN ('c', 'f', 'i') AND status='FAILED' AND retry_allowed"), 3LL);
   }
 
   // Every transition outside the table is refused by the functions with a result code.
   void refusedTransitionsThroughFunctions() {
-    client_->begin(request("s", "os"));
-    QVERIFY(client_->complete("s", 1, "{}").ok());
+    const std::string ts = claim(request("s", "os"));
+    QVERIFY(client_->complete("s", 1, "{}", ts).ok());
     const std::string before = recordRow("s");
-    ChangeResult r = client_->complete("s", 2, "{}");
+    ChangeResult r = client_->complete("s", 2, "{}", ts);
     QCOMPARE(r.result, ResultCode::InvalidTransition);
     QCOMPARE(r.status, std::optional(RecordStatus::Success));
-    QCOMPARE(client_->fail("s", 2, "x").result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->markUnknown("s", 2, "x").result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->fail("s", 2, "x", ts).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->markUnknown("s", 2, "x", ts).result, ResultCode::InvalidTransition);
     QCOMPARE(client_->settle("s", 2, RecordStatus::Failed, "reason", std::nullopt).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->resolve("s", 2, RecordStatus::Failed, "reason", R"({"e": 1})").result, ResultCode::InvalidTransition);
     QCOMPARE(recordRow("s"), before);
 
-    client_->begin(request("f", "of"));
-    QVERIFY(client_->fail("f", 1, "x").ok());
-    QCOMPARE(client_->complete("f", 2, "{}").result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->markUnknown("f", 2, "x").result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->settle("f", 2, RecordStatus::Success, "reason", std::nullopt).result, ResultCode::InvalidTransition);
+    const std::string tf = claim(request("f", "of"));
+    QVERIFY(client_->fail("f", 1, "x", tf, true).ok());
+    QCOMPARE(client_->complete("f", 2, "{}", tf).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->markUnknown("f", 2, "x", tf).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->fail("f", 2, "x", tf).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->settle("f", 2, RecordStatus::Failed, "reason", std::nullopt).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->resolve("f", 2, RecordStatus::Success, "reason", R"({"e": 1})").result, ResultCode::InvalidTransition);
 
-    client_->begin(request("u", "ou"));
-    QVERIFY(client_->markUnknown("u", 1, "timeout").ok());
-    QCOMPARE(client_->markUnknown("u", 2, "again").result, ResultCode::InvalidTransition);
+    // v2: nobody but evidence or a person declares an uncertain outcome failed.
+    const std::string tu = claim(request("u", "ou"));
+    QVERIFY(client_->markUnknown("u", 1, "timeout", tu).ok());
+    const std::string unknownBefore = recordRow("u");
+    QCOMPARE(client_->markUnknown("u", 2, "again", tu).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->fail("u", 2, "declined after all", tu).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->fail("u", 2, "declined after all", tu, true).result, ResultCode::InvalidTransition);
+    QCOMPARE(recordRow("u"), unknownBefore);
 
-    QCOMPARE(client_->complete("nope", 1, "{}").result, ResultCode::NotFound);
-    QVERIFY(!client_->complete("nope", 1, "{}").version.has_value());
+    // v2: a PROCESSING record whose lease is live is its claimant's.
+    claim(request("p", "op"));
+    const std::string processingBefore = recordRow("p");
+    r = client_->settle("p", 1, RecordStatus::Failed, "looks stuck", std::nullopt);
+    QCOMPARE(r.result, ResultCode::LeaseActive);
+    QCOMPARE(r.status, std::optional(RecordStatus::Processing));
+    QCOMPARE(r.version, std::optional(1));
+    QCOMPARE(client_->settle("p", 1, RecordStatus::Success, "looks paid", std::nullopt).result, ResultCode::LeaseActive);
+    QCOMPARE(client_->resolve("p", 1, RecordStatus::Success, "lookup", R"({"e": 1})").result, ResultCode::LeaseActive);
+    QCOMPARE(recordRow("p"), processingBefore);
+
+    QCOMPARE(client_->complete("nope", 1, "{}", ts).result, ResultCode::NotFound);
+    QVERIFY(!client_->complete("nope", 1, "{}", ts).version.has_value());
+    QCOMPARE(client_->settle("nope", 1, RecordStatus::Success, "x", std::nullopt).result, ResultCode::NotFound);
+    QCOMPARE(client_->resolve("nope", 1, RecordStatus::Success, "x", R"({"e": 1})").result, ResultCode::NotFound);
     QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='s'"), 2LL);
   }
 
+  // Without the token nothing changes and nothing is told: no status, no version.
+  void strangerGetsNotClaimantAndLearnsNothing() {
+    const std::string token = claim(request("k1", "o1"));
+    const std::string before = recordRow("k1");
+    const std::string wrong = "00000000-0000-4000-8000-000000000000";
+    for (int version : {0, 1, 2}) {
+      for (const ChangeResult& r : {client_->complete("k1", version, R"({"forged": true})", wrong),
+                                    client_->fail("k1", version, "forged", wrong, true),
+                                    client_->markUnknown("k1", version, "forged", wrong),
+                                    client_->complete("k1", version, "{}", "")}) {
+        QCOMPARE(r.result, ResultCode::NotClaimant);
+        QVERIFY(!r.status.has_value());
+        QVERIFY(!r.version.has_value());
+      }
+    }
+    QCOMPARE(recordRow("k1"), before);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='k1'"), 1LL);
+    QVERIFY(client_->complete("k1", 1, "{}", token).ok());
+  }
+
   void staleVersionIsAConflictAndChangesNothing() {
-    client_->begin(request("k1", "o1"));
-    QVERIFY(client_->markUnknown("k1", 1, "timeout").ok());
+    const std::string token = claim(request("k1", "o1"));
+    QVERIFY(client_->markUnknown("k1", 1, "timeout", token).ok());
     const std::string before = recordRow("k1");
     const ChangeResult r = client_->settle("k1", 1, RecordStatus::Success, "stale view", std::nullopt);
     QCOMPARE(r.result, ResultCode::Conflict);
     QCOMPARE(r.status, std::optional(RecordStatus::Unknown));
     QCOMPARE(r.version, std::optional(2));
-    QCOMPARE(client_->complete("k1", 7, "{}").result, ResultCode::Conflict);
+    QCOMPARE(client_->complete("k1", 7, "{}", token).result, ResultCode::Conflict);
+    QCOMPARE(client_->resolve("k1", 1, RecordStatus::Success, "stale", R"({"e": 1})").result, ResultCode::Conflict);
     QCOMPARE(recordRow("k1"), before);
   }
 
   // Direct UPDATEs (as the owner, who has the rights) meet the same trigger.
   void directUpdatesOutsideTheTableAreRefused() {
-    client_->begin(request("s", "os"));
-    QVERIFY(client_->complete("s", 1, "{}").ok());
-    client_->begin(request("f", "of"));
-    QVERIFY(client_->fail("f", 1, "x").ok());
-    client_->begin(request("u", "ou"));
-    QVERIFY(client_->markUnknown("u", 1, "x").ok());
-    client_->begin(request("p", "op"));
+    std::string t = claim(request("s", "os"));
+    QVERIFY(client_->complete("s", 1, "{}", t).ok());
+    t = claim(request("f", "of"));
+    QVERIFY(client_->fail("f", 1, "x", t).ok());
+    t = claim(request("u", "ou"));
+    QVERIFY(client_->markUnknown("u", 1, "x", t).ok());
+    claim(request("p", "op"));
 
     const char* refused[][2] = {
         {"s", "PROCESSING"}, {"s", "FAILED"}, {"s", "UNKNOWN"},
         {"f", "SUCCESS"},    {"f", "UNKNOWN"},
-        {"u", "PROCESSING"},
+        {"u", "PROCESSING"}, {"u", "FAILED"},
     };
     for (const auto& [key, to] : refused) {
       const std::string before = recordRow(key);
@@ -308,10 +447,15 @@ class TestProtocol : public QObject {
     QCOMPARE(sqlstateOf([&] { translatingErrors("update", [&] {
       pqxx::nontransaction tx(*conn_);
       tx.exec("UPDATE idem.records SET biz_id = 'other' WHERE idempotency_key = 'p'"); }); }), 23000);
-    // A record is never born anything but PROCESSING.
+    // A record is never born anything but PROCESSING, and only through idem.begin.
     QCOMPARE(sqlstateOf([&] { translatingErrors("insert", [&] {
       pqxx::nontransaction tx(*conn_);
       tx.exec("INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status) VALUES ('x', 'payment', 'ox', 'pay', 'h', 'SUCCESS')"); }); }), 23000);
+    QCOMPARE(sqlstateOf([&] { translatingErrors("insert", [&] {
+      pqxx::nontransaction tx(*conn_);
+      tx.exec("INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status, lease_expires_at) VALUES ('x', 'payment', 'ox', 'pay', 'h', 'PROCESSING', now())"); }); }, &message), 23000);
+    QVERIFY2(message.find("only by idem.begin()") != std::string::npos, message.c_str());
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='x'"), 0LL);
     // History is append-only.
     QCOMPARE(sqlstateOf([&] { translatingErrors("update", [&] {
       pqxx::nontransaction tx(*conn_);
@@ -321,9 +465,40 @@ class TestProtocol : public QObject {
       tx.exec("UPDATE idem.attempts SET outcome = 'executed'"); }); }), 23000);
   }
 
+  // Pretending to be an operator or a reconciler in a direct UPDATE does not lift the row's
+  // conditions: a live lease, a final failure, money moved, a reason, evidence.
+  void forgedActorInDirectUpdateMeetsTheRowConditions() {
+    claim(request("p", "op"));
+    std::string t = claim(request("f", "of"));
+    QVERIFY(client_->fail("f", 1, "declined", t).ok());
+    claimExpired("m", "om");
+    client_->recordFundFlow({"payment", "om", FundFlowKind::Capture, 10, "CNY", "gw-m", "m"});
+    const struct { const char* key; const char* kind; const char* reason; const char* evidence; const char* to; const char* says; } cases[] = {
+        {"p", "operator", "stuck", "", "FAILED", "its claimant may still answer"},
+        {"p", "reconciler", "stuck", R"({"e": 1})", "SUCCESS", "its claimant may still answer"},
+        {"f", "system", "retry", "", "PROCESSING", "the failure is final"},
+        {"m", "operator", "no charge", "", "FAILED", "money moved for payment om"},
+        {"m", "reconciler", "no charge", R"({"e": 1})", "FAILED", "money moved for payment om"},
+        {"m", "operator", " \t\n", "", "SUCCESS", "needs a reason"},
+        {"m", "reconciler", "paid", "{}", "SUCCESS", "needs evidence"},
+    };
+    for (const auto& c : cases) {
+      const std::string before = recordRow(c.key);
+      std::string message;
+      const int cls = sqlstateOf([&] { translatingErrors("update", [&] {
+        pqxx::work tx(*conn_);
+        tx.exec_params("SELECT idem.act($1, $2, $3)", c.kind, c.reason, c.evidence);
+        tx.exec(std::string("UPDATE idem.records SET status = '") + c.to + "' WHERE idempotency_key = '" + c.key + "'");
+        tx.commit(); }); }, &message);
+      QVERIFY2(cls == 23000, (std::string(c.key) + " " + c.kind + " -> " + c.to + " was not refused").c_str());
+      QVERIFY2(message.find(c.says) != std::string::npos, message.c_str());
+      QCOMPARE(recordRow(c.key), before);
+    }
+  }
+
   // An allowed direct UPDATE still leaves history, and says it bypassed the functions.
   void directAllowedUpdateLeavesHistory() {
-    client_->begin(request("p", "op"));
+    claim(request("p", "op"));
     {
       pqxx::nontransaction tx(*conn_);
       tx.exec("UPDATE idem.records SET status = 'FAILED', version = 99 WHERE idempotency_key = 'p'");
@@ -334,18 +509,26 @@ class TestProtocol : public QObject {
   }
 
   void onlyOneSuccessPerBusinessObject() {
-    // Even the owner cannot make two keys succeed for one business object.
-    client_->begin(request("k1", "o1"));
-    QVERIFY(client_->complete("k1", 1, "{}").ok());
-    const int cls = sqlstateOf([&] { translatingErrors("insert", [&] {
-      pqxx::nontransaction tx(*conn_);
-      tx.exec("INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status, lease_expires_at) VALUES ('k2', 'payment', 'o1', 'pay', 'h', 'PROCESSING', now())"); }); });
-    QCOMPARE(cls, 23000);
+    // Even the owner, past the trigger's guard, cannot make two keys succeed for one object.
+    const std::string token = claim(request("k1", "o1"));
+    QVERIFY(client_->complete("k1", 1, "{}", token).ok());
+    std::string sqlstate;
+    try {
+      translatingErrors("insert", [&] {
+        pqxx::work tx(*conn_);
+        tx.exec("SELECT set_config('idem.creating', 'k2', true)");
+        tx.exec("INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status, lease_expires_at) VALUES ('k2', 'payment', 'o1', 'pay', 'h', 'PROCESSING', now())");
+        tx.commit();
+      });
+    } catch (const DatabaseError& e) {
+      sqlstate = e.sqlstate();
+    }
+    QCOMPARE(sqlstate, std::string("23505"));
     QCOMPARE(count("SELECT count(*) FROM pg_indexes WHERE indexname='records_one_success_per_biz' AND indexdef LIKE '%WHERE ((status)::text = ''SUCCESS''::text)%'"), 1LL);
   }
 
   void badInputGivesClearErrorsAndChangesNothing() {
-    client_->begin(request("k1", "o1"));
+    claim(request("k1", "o1"));
     const long long attempts = count("SELECT count(*) FROM idem.attempts");
     const long long transitions = count("SELECT count(*) FROM idem.transitions");
     std::string message;
@@ -404,32 +587,92 @@ class TestProtocol : public QObject {
   }
 
   void settleSuccessStoresAReplayableResponse() {
-    client_->begin(request("k1", "o1"));
-    QVERIFY(client_->markUnknown("k1", 1, "timeout").ok());
+    const std::string token = claim(request("k1", "o1"));
+    QVERIFY(client_->markUnknown("k1", 1, "timeout", token).ok());
     QVERIFY(client_->settle("k1", 2, RecordStatus::Success, "gateway statement line 42", R"({"gateway_ref": "gw-9"})").ok());
     const BeginResult r = client_->begin(request("k1", "o1", TriggerSource::Callback));
     QCOMPARE(r.outcome, Outcome::Replayed);
     QVERIFY(r.responsePayload && r.responsePayload->find("gateway statement line 42") != std::string::npos);
     // The operator's identity does not leak into later statements of the session.
-    client_->begin(request("k2", "o2"));
-    QVERIFY(client_->complete("k2", 1, "{}").ok());
+    const std::string t2 = claim(request("k2", "o2"));
+    QVERIFY(client_->complete("k2", 1, "{}", t2).ok());
     QCOMPARE(text("SELECT actor_kind FROM idem.transitions WHERE idempotency_key='k2' AND to_status='SUCCESS'"), std::string("system"));
   }
 
-  void purgeRemovesOnlyOldTerminalRows() {
-    client_->begin(request("old", "o1"));
-    QVERIFY(client_->complete("old", 1, "{}").ok());
-    client_->begin(request("stuck", "o2"));
-    client_->begin(request("new", "o3"));
-    QVERIFY(client_->complete("new", 1, "{}").ok());
+  // The correction: a record settled FAILED whose money moved after all becomes SUCCESS, and is then
+  // replayed, never run again.
+  void settleCorrectsFailedToSuccess() {
+    claimExpired("k1", "o1");
+    QVERIFY(client_->settle("k1", 1, RecordStatus::Failed, "gateway: no such payment", std::nullopt).ok());
+    client_->recordFundFlow({"payment", "o1", FundFlowKind::Debit, 2990, "CNY", "gw-late", "k1"});
+    const ChangeResult r = client_->settle("k1", 2, RecordStatus::Success, "late statement line gw-late", R"({"ref": "gw-late"})");
+    QVERIFY(r.ok());
+    QCOMPARE(r.version, std::optional(3));
+    QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Llm)).outcome, Outcome::Replayed);
+    QCOMPARE(text("SELECT actor_kind || ' ' || from_status || '>' || to_status FROM idem.transitions WHERE idempotency_key='k1' AND version=3"),
+             std::string("operator FAILED>SUCCESS"));
+  }
+
+  void reconcileResolvesOnlyWithEvidenceUnderTheOwnKey() {
+    // UNKNOWN with a DEBIT under its key: resolved. UNKNOWN with a flow under another key, or only
+    // a FREEZE: left alone. PROCESSING past its lease with a CAPTURE under its key: resolved.
+    // PROCESSING with a live lease: left alone.
+    std::string t = claim(request("a", "oa"));
+    QVERIFY(client_->markUnknown("a", 1, "timeout", t).ok());
+    client_->recordFundFlow({"payment", "oa", FundFlowKind::Debit, 10, "CNY", "gw-a", "a"});
+    t = claim(request("b", "ob"));
+    QVERIFY(client_->markUnknown("b", 1, "timeout", t).ok());
+    client_->recordFundFlow({"payment", "ob", FundFlowKind::Debit, 10, "CNY", "gw-b", "someone-else"});
+    client_->recordFundFlow({"payment", "ob", FundFlowKind::Freeze, 10, "CNY", "gw-b2", "b"});
+    claimExpired("c", "oc");
+    client_->recordFundFlow({"payment", "oc", FundFlowKind::Capture, 10, "CNY", "gw-c", "c"});
+    claim(request("d", "od"));
+    client_->recordFundFlow({"payment", "od", FundFlowKind::Debit, 10, "CNY", "gw-d", "d"});
+    QCOMPARE(client_->reconcile(), 2);
+    QCOMPARE(text("SELECT string_agg(idempotency_key || ':' || status, ' ' ORDER BY idempotency_key) FROM idem.records"),
+             std::string("a:SUCCESS b:UNKNOWN c:SUCCESS d:PROCESSING"));
+    QCOMPARE(text("SELECT evidence -> 'flows' -> 0 ->> 'external_ref' FROM idem.transitions WHERE idempotency_key='a' AND actor_kind='reconciler'"), std::string("gw-a"));
+    QCOMPARE(count("SELECT (evidence -> 'flows' -> 0 ->> 'id')::bigint FROM idem.transitions WHERE idempotency_key='c' AND actor_kind='reconciler'"),
+             count("SELECT id FROM idem.fund_flows WHERE external_ref='gw-c'"));
+    QCOMPARE(client_->reconcile(), 0);
+    // Never FAILED: no flow is no evidence.
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE actor_kind='reconciler' AND to_status='FAILED'"), 0LL);
+  }
+
+  void purgeRemovesOnlyOldTerminalRowsAndLeavesTombstones() {
+    std::string t = claim(request("old", "o1"));
+    QVERIFY(client_->complete("old", 1, "{}", t).ok());
+    claim(request("stuck", "o2"));
+    t = claim(request("new", "o3"));
+    QVERIFY(client_->complete("new", 1, "{}", t).ok());
     db_->exec("ALTER TABLE idem.records DISABLE TRIGGER records_guard; "
               "UPDATE idem.records SET updated_at = now() - interval '40 days' WHERE idempotency_key IN ('old', 'stuck'); "
               "ALTER TABLE idem.records ENABLE TRIGGER records_guard; "
               "ALTER TABLE idem.attempts DISABLE TRIGGER attempts_append_only; "
-              "UPDATE idem.attempts SET created_at = now() - interval '40 days' WHERE idempotency_key = 'old'; "
-              "ALTER TABLE idem.attempts ENABLE TRIGGER attempts_append_only;");
-    QCOMPARE(text("SELECT (p)::text FROM idem.purge(interval '30 days') p"), std::string("(1,1,0)"));
+              "UPDATE idem.attempts SET created_at = now() - interval '40 days' WHERE idempotency_key IN ('old', 'stuck'); "
+              "ALTER TABLE idem.attempts ENABLE TRIGGER attempts_append_only; "
+              "ALTER TABLE idem.transitions DISABLE TRIGGER transitions_append_only; "
+              "UPDATE idem.transitions SET created_at = now() - interval '40 days' WHERE idempotency_key IN ('old', 'stuck'); "
+              "ALTER TABLE idem.transitions ENABLE TRIGGER transitions_append_only;");
+    QCOMPARE(text("SELECT (p)::text FROM idem.purge(interval '30 days') p"), std::string("(1,1,2,1)"));
     QCOMPARE(count("SELECT count(*) FROM idem.records"), 2LL);  // stuck PROCESSING is never purged
+    // ...nor its history.
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='stuck'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='stuck'"), 1LL);
+    QCOMPARE(text("SELECT status || ' ' || biz_id FROM idem.retired_keys WHERE idempotency_key='old'"), std::string("SUCCESS o1"));
+    // The key never runs again, nor does the paid object under a new key.
+    const BeginResult late = client_->begin(request("old", "o1", TriggerSource::Llm));
+    QCOMPARE(late.outcome, Outcome::Retired);
+    QVERIFY(!late.claimToken);
+    QCOMPARE(client_->begin(request("old-2", "o1", TriggerSource::Llm)).outcome, Outcome::Rejected);
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE biz_id='o1'"), 0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='old' AND outcome='retired'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='old-2' AND outcome='rejected'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key IN ('old', 'old-2')"), 0LL);
+    // Tombstones go on their own, longer horizon.
+    QCOMPARE(count("SELECT idem.purge_retired(interval '1 day')"), 0LL);
+    db_->exec("UPDATE idem.retired_keys SET retired_at = now() - interval '400 days'");
+    QCOMPARE(count("SELECT idem.purge_retired(interval '365 days')"), 1LL);
   }
 };
 
