@@ -1,0 +1,67 @@
+"""What the client tests share: the database they run against, read-backs as the superuser, and a
+stand-in payment gateway that keeps its own ledger (the truth a double charge would show in).
+
+clients/run_tests.sh creates a migrated database and a login role that holds only idem_writer,
+and passes both DSNs: the guard runs with protocol rights only, as an agent runtime would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import uuid
+
+import psycopg
+
+
+def _env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise RuntimeError(f"{name} is not set: run these tests through clients/run_tests.sh (ctest -R clients_)")
+    return value
+
+
+WRITER_DSN = _env("IDEMWATCH_CLIENT_DSN")
+ADMIN_DSN = _env("IDEMWATCH_CLIENT_ADMIN_DSN")
+
+
+def admin() -> psycopg.Connection:
+    return psycopg.connect(ADMIN_DSN, autocommit=True)
+
+
+def scalar(sql: str, *params):
+    with admin() as conn:
+        row = conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+
+def rows(sql: str, *params) -> list:
+    with admin() as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def unique(prefix: str) -> str:
+    """A business id no other test (or earlier run) uses: tests share one database."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+class Gateway:
+    """A payment gateway that charges every request it receives: it has no idempotency of its own,
+    like the downstream in the seeds' incident. `charges[order]` lists every charge it made."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._refs = itertools.count(1)
+        self._prefix = uuid.uuid4().hex[:8]  # gateway refs are unique across the database's flows
+        self.charges: dict[str, list[str]] = {}
+
+    def charge(self, order_id: str, amount_minor: int) -> dict:
+        with self._lock:
+            ref = f"gw-{self._prefix}-{next(self._refs)}"
+            self.charges.setdefault(order_id, []).append(ref)
+        return {"gateway_ref": ref, "amount_minor": amount_minor}
+
+    def count(self, order_id: str) -> int:
+        with self._lock:
+            return len(self.charges.get(order_id, []))

@@ -1,0 +1,45 @@
+"""stable_key: one key per business intent, whatever retries it."""
+
+from __future__ import annotations
+
+import unittest
+
+from idemwatch import stable_key
+from idemwatch.keys import MAX_KEY_LENGTH
+
+
+class StableKeyTest(unittest.TestCase):
+    def test_the_same_intent_gives_the_same_key_every_time(self):
+        self.assertEqual(stable_key("payment", "order-42", "pay"), stable_key("payment", "order-42", "pay", 1))
+        self.assertEqual(stable_key("payment", "order-42", "pay"), "payment/order-42:pay:1")
+
+    def test_a_business_attempt_is_a_new_key_a_retry_is_not(self):
+        self.assertNotEqual(stable_key("payment", "order-42", "pay", 1), stable_key("payment", "order-42", "pay", 2))
+
+    def test_separators_in_the_parts_cannot_make_two_intents_one_key(self):
+        self.assertNotEqual(stable_key("payment", "a:b", "c"), stable_key("payment", "a", "b:c"))
+        self.assertNotEqual(stable_key("pay/ment", "x", "t"), stable_key("pay", "ment/x", "t"))
+        self.assertNotEqual(stable_key("payment", "100%3A", "t"), stable_key("payment", "100:", "t"))
+
+    def test_a_long_business_id_keeps_a_readable_prefix_and_fits_the_schema(self):
+        long_id = "x" * 300
+        key = stable_key("payment", long_id, "pay")
+        self.assertEqual(len(key), MAX_KEY_LENGTH)
+        self.assertTrue(key.startswith("payment/xxx"))
+        self.assertEqual(key, stable_key("payment", long_id, "pay"))
+        self.assertNotEqual(key, stable_key("payment", long_id + "y", "pay"))
+
+    def test_attempt_must_be_stated_as_a_positive_integer(self):
+        for bad in (0, -1, "1", 1.0, True, None):
+            with self.assertRaises(ValueError, msg=repr(bad)):
+                stable_key("payment", "o", "pay", bad)
+
+    def test_blank_parts_are_refused(self):
+        with self.assertRaises(ValueError):
+            stable_key("payment", " ", "pay")
+        with self.assertRaises(ValueError):
+            stable_key("", "o", "pay")
+
+
+if __name__ == "__main__":
+    unittest.main()

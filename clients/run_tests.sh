@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Runs one client's tests against a real PostgreSQL: a database of their own, migrated with the
+# built idemctl, and a login role holding only idem_writer (the client gets protocol rights, no
+# table rights, as an agent runtime would). The server is scripts/test's cluster when
+# IDEMWATCH_TEST_DSN is set, else a private one under /tmp. The database, the role and a private
+# cluster are removed on every exit path.
+#   clients/run_tests.sh python|typescript IDEMCTL WORK_DIR
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+lang=${1:?usage: run_tests.sh python|typescript IDEMCTL WORK_DIR}
+idemctl=${2:?usage: run_tests.sh python|typescript IDEMCTL WORK_DIR}
+work=${3:?usage: run_tests.sh python|typescript IDEMCTL WORK_DIR}
+case $lang in python | typescript) ;; *)
+  echo "run_tests.sh: unknown client '$lang' (python or typescript)" >&2
+  exit 2
+  ;;
+esac
+# shellcheck source=../scripts/lib/pg.sh
+source "$here/../scripts/lib/pg.sh"
+mkdir -p "$work"
+
+suffix="$$_$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
+db="idem_clients_${lang}_$suffix"
+writer="idem_clients_writer_$suffix"
+private_dir=''
+server_ready=''
+
+cleanup() {
+  local status=$?
+  if [ -n "$server_ready" ]; then
+    "$PG_BIN/psql" -X -q -d "$admin_base dbname=postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" \
+      -c "DROP ROLE IF EXISTS $writer" >/dev/null 2>&1 || true
+  fi
+  if [ -n "$private_dir" ]; then
+    pg_stop "$private_dir"
+    rm -rf "$private_dir"
+  fi
+  exit "$status"
+}
+trap cleanup EXIT
+
+# The server: host, port, superuser, from IDEMWATCH_TEST_DSN's "key=value" words or a private cluster.
+if [ -n "${IDEMWATCH_TEST_DSN:-}" ]; then
+  PG_BIN=$(pg_bin)
+  host='' port='' user=postgres
+  for word in $IDEMWATCH_TEST_DSN; do
+    case $word in
+      host=*) host=${word#host=} ;;
+      port=*) port=${word#port=} ;;
+      user=*) user=${word#user=} ;;
+    esac
+  done
+else
+  private_dir=$(mktemp -d /tmp/idemwatch-test-clients.XXXXXX)
+  PG_EXTRA_OPTS="-c fsync=off -c synchronous_commit=off -c full_page_writes=off" pg_start "$private_dir"
+  echo "private PostgreSQL on port $PG_PORT (data $private_dir)"
+  host=$PG_SOCKDIR port=$PG_PORT user=postgres
+fi
+admin_base="host=$host port=$port user=$user"
+server_ready=1
+
+"$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -d "$admin_base dbname=postgres" \
+  -c "CREATE DATABASE $db" -c "CREATE ROLE $writer LOGIN" >/dev/null
+"$idemctl" migrate --db.dsn "$admin_base dbname=$db" >/dev/null
+"$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -d "$admin_base dbname=$db" -c "GRANT idem_writer TO $writer" >/dev/null
+
+# Both spellings: libpq DSNs for Python, the discrete parts for node-postgres.
+export IDEMWATCH_CLIENT_DSN="host=$host port=$port dbname=$db user=$writer"
+export IDEMWATCH_CLIENT_ADMIN_DSN="$admin_base dbname=$db"
+export IDEMWATCH_CLIENT_HOST=$host IDEMWATCH_CLIENT_PORT=$port IDEMWATCH_CLIENT_DATABASE=$db
+export IDEMWATCH_CLIENT_USER=$writer IDEMWATCH_CLIENT_ADMIN_USER=$user
+
+run_python() {
+  # Debian's interpreter, where python3-psycopg lives (a python3 earlier on PATH may lack it).
+  local python=''
+  for candidate in ${IDEMWATCH_PYTHON:-} /usr/bin/python3 python3; do
+    if "$candidate" -c 'import psycopg' >/dev/null 2>&1; then
+      python=$candidate
+      break
+    fi
+  done
+  if [ -z "$python" ]; then
+    echo "no python3 with psycopg 3 found (Debian: apt-get install python3-psycopg)" >&2
+    return 1
+  fi
+  cd "$here/python"
+  PYTHONDONTWRITEBYTECODE=1 "$python" -m unittest discover -s tests -t . -v
+}
+
+run_typescript() {
+  # Built in WORK_DIR (the build tree), never in the checkout: concurrent runs from other build
+  # trees must not share node_modules or dist.
+  local src=$here/typescript dst=$work/typescript
+  mkdir -p "$dst"
+  rm -rf "$dst/src" "$dst/test" "$dst/examples" "$dst/dist"
+  cp -R "$src/src" "$src/test" "$src/examples" "$src/package.json" "$src/package-lock.json" \
+    "$src/tsconfig.json" "$dst/"
+  cd "$dst"
+  if ! cmp -s package-lock.json node_modules/.idemwatch-lock 2>/dev/null; then
+    npm ci --no-audit --no-fund --loglevel=error
+    cp package-lock.json node_modules/.idemwatch-lock
+  fi
+  node_modules/.bin/tsc -p tsconfig.json
+  node --test dist/test/*.test.js
+}
+
+"run_$lang"
