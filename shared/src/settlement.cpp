@@ -15,10 +15,10 @@ namespace {
 
 // What the server says about the record's business object and lease, by its own rule and clock:
 // money_moved comes from the view idem.money_position (the rule idem.settle enforces), never
-// from counting flows here; the lease is compared with the database's now(), not this machine's.
+// from counting flows here; the lease is compared with the database's now(), as idem.settle does.
 constexpr const char* kServerView =
-    "SELECT r.retry_allowed, coalesce(m.money_moved, false), "
-    "r.status = 'PROCESSING' AND r.lease_expires_at > now(), "
+    "SELECT coalesce(m.money_moved, false), "
+    "r.status = 'PROCESSING' AND r.lease_expires_at >= now(), "
     "greatest(0, (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint) "
     "FROM idem.records r LEFT JOIN idem.money_position m "
     "ON m.biz_type = r.biz_type AND m.biz_id = r.biz_id WHERE r.idempotency_key = $1";
@@ -103,11 +103,10 @@ SettleAssessment readAssessment(pqxx::connection& connection, const std::string&
     const pqxx::result view = tx.exec_params(kServerView, key);
     tx.commit();
     if (view.empty()) return out;  // cannot happen in one snapshot; then nothing is known
-    out.record->retryAllowed = view[0][0].as<bool>();
-    out.moneyMoved = view[0][1].as<bool>();
-    out.leaseActive = view[0][2].as<bool>();
-    if (out.leaseActive && !view[0][3].is_null()) {
-      out.leaseRemaining = std::chrono::milliseconds(view[0][3].as<long long>());
+    out.moneyMoved = view[0][0].as<bool>();
+    out.leaseActive = view[0][1].as<bool>();
+    if (out.leaseActive && !view[0][2].is_null()) {
+      out.leaseRemaining = std::chrono::milliseconds(view[0][2].as<long long>());
     }
     return out;
   });

@@ -25,13 +25,19 @@ int runExpireLeases(const std::vector<std::string>& args, Streams streams) {
 
 int runPurge(const std::vector<std::string>& args, Streams streams) {
   const std::vector<FlagSpec> specs{
-      {"older-than", true, "DURATION", "age of the rows to delete, e.g. 30d (required)"},
+      {"older-than", true, "DURATION",
+       "age of the SUCCESS and FAILED records to remove, e.g. 30d (required)"},
       dsnFlag(),
       helpFlag()};
   const CommandLine cli(args, specs);
   if (cli.has("help")) {
     streams.out << "usage: idemctl purge --older-than 30d [flags]\n\n"
-                << CommandLine::describe(specs);
+                << CommandLine::describe(specs)
+                << "\nRetention, run as the schema's owner. Each removed record leaves a "
+                   "tombstone of its key in\nidem.retired_keys: a later begin under the key is "
+                   "`retired`, a new key for a paid business\nobject `rejected`. PROCESSING and "
+                   "UNKNOWN records and their history are never removed; fund\nflows are the "
+                   "ledger and are kept.\n";
     return kOk;
   }
   const auto age = cli.duration("older-than");
@@ -40,12 +46,13 @@ int runPurge(const std::vector<std::string>& args, Streams streams) {
   return translatingErrors("purge", [&] {
     pqxx::nontransaction tx(*connection);
     const pqxx::row r = tx.exec_params1(
-        "SELECT records_deleted, attempts_deleted, transitions_deleted FROM "
+        "SELECT records_deleted, attempts_deleted, transitions_deleted, tombstones_written FROM "
         "idem.purge($1::interval)",
         std::to_string(age->count()) + " milliseconds");
     streams.out << "purged rows older than " << formatDuration(*age) << ": " << r[0].c_str()
-                << " records, " << r[1].c_str() << " attempts, " << r[2].c_str()
-                << " transitions\n";
+                << " records, " << r[1].c_str() << " attempts, " << r[2].c_str() << " transitions; "
+                << r[3].c_str()
+                << " tombstones written (idem.retired_keys: those keys can never run again)\n";
     return static_cast<int>(kOk);
   });
 }
