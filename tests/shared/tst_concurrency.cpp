@@ -1,5 +1,7 @@
 // "Exactly once" under real concurrency: many connections race on one key, one business object or
-// one ledger line, released together by a barrier, round after round.
+// one ledger line, released together by a barrier, round after round; and (schema v2) the claimant's
+// answer races the operator's settle and the reconciler, with exactly one winner and never a second
+// execution.
 #include <QtTest>
 
 #include <barrier>
@@ -71,17 +73,26 @@ class TestConcurrency : public QObject {
   void initTestCase() { db_ = std::make_unique<test::TestDatabase>("tst_concurrency"); }
   void init() { db_->reset(); }
 
-  // The seeds' test: 20 concurrent requests with one key give exactly one execution, many times.
+  // The seeds' test: 20 concurrent requests with one key give exactly one execution, and exactly
+  // one claim token, many times.
   void twentyConcurrentBeginsOnOneKeyExecuteOnce() {
     constexpr int kRacers = 20, kKeys = 300;
-    std::vector<std::atomic<int>> executed(kKeys);
+    std::vector<std::atomic<int>> executed(kKeys), tokens(kKeys), mismatched(kKeys);
     Racers racers(*db_, kRacers);
     racers.race(kKeys, [&](ProtocolClient& c, int worker, int round) {
       auto r = request("key-" + std::to_string(round), "order-" + std::to_string(round));
       r.source = worker == 0 ? TriggerSource::Initial : TriggerSource::Http;
-      if (c.begin(r).outcome == Outcome::Executed) executed[round].fetch_add(1);
+      const BeginResult b = c.begin(r);
+      if (b.outcome == Outcome::Executed) executed[round].fetch_add(1);
+      if (b.claimToken) tokens[round].fetch_add(1);
+      if (b.claimToken.has_value() != (b.outcome == Outcome::Executed)) mismatched[round].fetch_add(1);
     });
-    for (int k = 0; k < kKeys; ++k) QCOMPARE(executed[k].load(), 1);
+    for (int k = 0; k < kKeys; ++k) {
+      QCOMPARE(executed[k].load(), 1);
+      QCOMPARE(tokens[k].load(), 1);
+      QCOMPARE(mismatched[k].load(), 0);
+    }
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE claim_token_hash IS NOT NULL"), (long long)kKeys);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records"), (long long)kKeys);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts"), (long long)kKeys * kRacers);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), (long long)kKeys);
@@ -106,15 +117,15 @@ class TestConcurrency : public QObject {
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'rejected'"), (long long)kObjects * (kRacers - 1));
   }
 
-  // A FAILED record retried by many callers at once is re-claimed by exactly one.
+  // A retryable FAILED record retried by many callers at once is re-claimed by exactly one.
   void concurrentRetriesOfAFailedRecordReclaimOnce() {
     constexpr int kRacers = 16, kKeys = 100;
     {
       auto conn = db_->connect();
       ProtocolClient c(*conn);
       for (int k = 0; k < kKeys; ++k) {
-        c.begin(request("f-" + std::to_string(k), "order-" + std::to_string(k)));
-        QVERIFY(c.fail("f-" + std::to_string(k), 1, "declined").ok());
+        const BeginResult b = c.begin(request("f-" + std::to_string(k), "order-" + std::to_string(k)));
+        QVERIFY(c.fail("f-" + std::to_string(k), 1, "connection refused", *b.claimToken, true).ok());
       }
     }
     std::vector<std::atomic<int>> executed(kKeys);
@@ -150,38 +161,128 @@ class TestConcurrency : public QObject {
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows d JOIN idem.fund_flows f ON f.id = d.duplicate_of WHERE f.duplicate_of IS NOT NULL OR f.biz_id <> d.biz_id"), 0LL);
   }
 
-  // The owner completing, a reconciler failing, the sweeper expiring and an operator settling,
-  // all at once on the same records: one change wins per version and history stays exact.
+  // The claimant completing, a reconciler resolving FAILED, the sweeper expiring and an operator
+  // settling, all at once on the same records past their lease: one change wins per version and
+  // history stays exact.
   void racingStateChangesKeepVersionAndHistoryExact() {
     constexpr int kKeys = 200;
-    {
-      auto conn = db_->connect();
-      ProtocolClient c(*conn);
-      for (int k = 0; k < kKeys; ++k) {
-        auto r = request("r-" + std::to_string(k), "order-" + std::to_string(k));
-        r.lease = std::chrono::milliseconds(1);
-        c.begin(r);
-      }
-    }
-    QTest::qWait(10);
+    std::vector<std::string> tokens = claimExpired("r-", kKeys);
     std::atomic<int> ok{0};
     Racers racers(*db_, 4);
     racers.race(kKeys, [&](ProtocolClient& c, int worker, int round) {
       const std::string key = "r-" + std::to_string(round);
       ChangeResult r;
       switch (worker) {
-        case 0: r = c.complete(key, 1, "{}"); break;
-        case 1: r = c.fail(key, 1, "reconciler: no charge"); break;
-        case 2: r.result = c.expireLeases() > 0 ? ResultCode::Ok : ResultCode::Conflict; return;
+        case 0: r = c.complete(key, 1, "{}", tokens[round]); break;
+        case 1: r = c.resolve(key, 1, RecordStatus::Failed, "reconciler: no charge", R"({"lookup": "none"})"); break;
+        case 2: c.expireLeases(); return;
         default: r = c.settle(key, 1, RecordStatus::Success, "operator saw the charge", std::nullopt); break;
       }
       if (r.ok()) ok.fetch_add(1);
     });
-    // Each record moved away from version 1 exactly once by the racers other than the sweeper.
     QVERIFY(ok.load() <= kKeys);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records r WHERE version <> (SELECT count(*) FROM idem.transitions t WHERE t.idempotency_key = r.idempotency_key)"), 0LL);
     QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT idempotency_key, version FROM idem.transitions GROUP BY 1, 2 HAVING count(*) > 1) x"), 0LL);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'PROCESSING'"), (long long)kKeys);
+  }
+
+  // After the lease expired, the operator settles FAILED while the claimant's late complete
+  // arrives and the agent retries: exactly one of the two answers wins. Where the gateway already
+  // reported the charge (even rounds), the operator is refused (money_moved) and nothing runs
+  // twice. Where it did not (odd rounds), a retry runs only if the operator's FAILED committed
+  // first: the side effect did not happen, on the operator's word; never after a SUCCESS.
+  void operatorSettleRacingClaimantCompleteHasOneWinner() {
+    constexpr int kKeys = 200;
+    std::vector<std::string> tokens = claimExpired("s-", kKeys);
+    {
+      auto conn = db_->connect();
+      ProtocolClient c(*conn);
+      for (int k = 0; k < kKeys; k += 2) {
+        c.recordFundFlow({"payment", "order-" + std::to_string(k), FundFlowKind::Debit, 2990, "CNY",
+                          "gw-s-" + std::to_string(k), "s-" + std::to_string(k)});
+      }
+    }
+    std::vector<std::atomic<int>> wins(kKeys), executed(kKeys);
+    std::atomic<int> operatorWins{0}, claimantWins{0};
+    Racers racers(*db_, 3);
+    racers.race(kKeys, [&](ProtocolClient& c, int worker, int round) {
+      const std::string key = "s-" + std::to_string(round);
+      if (worker == 0) {
+        if (c.complete(key, 1, R"({"charged": true})", tokens[round]).ok()) {
+          wins[round].fetch_add(1);
+          claimantWins.fetch_add(1);
+        }
+      } else if (worker == 1) {
+        if (c.settle(key, 1, RecordStatus::Failed, "gateway shows nothing", std::nullopt).ok()) {
+          wins[round].fetch_add(1);
+          operatorWins.fetch_add(1);
+        }
+      } else {
+        // The agent's retry, racing both: never executed while the outcome is undecided or SUCCESS.
+        const BeginResult b = c.begin(request(key, "order-" + std::to_string(round)));
+        if (b.outcome == Outcome::Executed) executed[round].fetch_add(1);
+      }
+    });
+    for (int k = 0; k < kKeys; ++k) QCOMPARE(wins[k].load(), 1);
+    QCOMPARE(operatorWins.load() + claimantWins.load(), kKeys);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'PROCESSING'"), (long long)kKeys);
+    // A retry executed only where the operator's FAILED had committed first, never where money moved.
+    for (int k = 0; k < kKeys; ++k) {
+      if (k % 2 == 0) {
+        QCOMPARE(executed[k].load(), 0);
+        QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE idempotency_key = 's-" + std::to_string(k) + "' AND status = 'SUCCESS' AND version = 2"), 1LL);
+      }
+      if (executed[k].load() == 0) continue;
+      QCOMPARE(executed[k].load(), 1);
+      QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE idempotency_key = 's-" + std::to_string(k) + "' AND version = 2 AND actor_kind = 'operator' AND to_status = 'FAILED'"), 1LL);
+    }
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE to_status = 'SUCCESS' AND actor_kind = 'system'"), (long long)claimantWins.load());
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT idempotency_key FROM idem.transitions WHERE to_status = 'SUCCESS' GROUP BY 1 HAVING count(*) > 1) x"), 0LL);
+  }
+
+  // reconcile (several at once) racing the claimant's late complete: exactly one winner per record.
+  void reconcileRacingCompleteHasOneWinner() {
+    constexpr int kKeys = 200;
+    std::vector<std::string> tokens = claimExpired("c-", kKeys);
+    {
+      auto conn = db_->connect();
+      ProtocolClient c(*conn);
+      QCOMPARE(c.expireLeases(), kKeys);
+      for (int k = 0; k < kKeys; ++k) {
+        c.recordFundFlow({"payment", "order-" + std::to_string(k), FundFlowKind::Debit, 2990, "CNY",
+                          "gw-c-" + std::to_string(k), "c-" + std::to_string(k)});
+      }
+    }
+    std::atomic<int> completed{0}, reconciled{0};
+    Racers racers(*db_, 4);
+    racers.race(kKeys / 10, [&](ProtocolClient& c, int worker, int round) {
+      if (worker == 0) {
+        for (int k = round * 10; k < round * 10 + 10; ++k) {
+          if (c.complete("c-" + std::to_string(k), 2, R"({"late": true})", tokens[k]).ok()) completed.fetch_add(1);
+        }
+      } else {
+        reconciled.fetch_add(c.reconcile());
+      }
+    });
+    QCOMPARE(completed.load() + reconciled.load(), kKeys);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'SUCCESS' AND version = 3"), (long long)kKeys);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE to_status = 'SUCCESS' AND actor_kind = 'reconciler'"), (long long)reconciled.load());
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE to_status = 'SUCCESS'"), (long long)kKeys);
+  }
+
+ private:
+  // kKeys records claimed with a lease that has ended; their claim tokens.
+  std::vector<std::string> claimExpired(const std::string& prefix, int keys) {
+    std::vector<std::string> tokens;
+    auto conn = db_->connect();
+    ProtocolClient c(*conn);
+    for (int k = 0; k < keys; ++k) {
+      auto r = request(prefix + std::to_string(k), "order-" + std::to_string(k));
+      r.lease = std::chrono::milliseconds(1);
+      tokens.push_back(c.begin(r).claimToken.value());
+    }
+    QTest::qWait(10);
+    return tokens;
   }
 };
 
