@@ -1,0 +1,126 @@
+// What a guarded tool call can end in, as error classes, and what a tool body throws to say how its
+// side effect failed. Two families reach the caller:
+// - DoNotRetry: running the same request again could charge twice or is pointless. Hand
+//   `forModel()` back to the model instead of calling the tool again.
+// - MayRetry: nothing reached downstream; the same call (same key) may be sent again.
+// A tool body throws BusinessFailure (definite: card declined; final), NotSent (certainly never
+// reached downstream) or ResponseTimeout (sent, no answer). Anything else it throws is unknown too:
+// an error after sending proves nothing about what the downstream did.
+import type { ChangeResult } from "./protocol";
+import type { RecordStatus } from "./vocabulary";
+
+// --- thrown by a tool body ---------------------------------------------------------------------
+
+/** A definite failure from downstream (insufficient balance, card declined): final, not retried. */
+export class BusinessFailure extends Error {
+  override name = "BusinessFailure";
+}
+
+/** The request certainly never reached downstream (connection refused before sending). */
+export class NotSent extends Error {
+  override name = "NotSent";
+}
+
+/** The request was sent and no answer came: the side effect may or may not have happened. */
+export class ResponseTimeout extends Error {
+  override name = "ResponseTimeout";
+}
+
+// --- thrown to the caller ----------------------------------------------------------------------
+
+export interface Where {
+  key: string;
+  tool: string;
+  status?: RecordStatus | null;
+  cause?: unknown;
+}
+
+/** A guarded call that did not produce a response. */
+export class IdemError extends Error {
+  override name = "IdemError";
+  readonly key: string;
+  readonly tool: string;
+  readonly status: RecordStatus | null;
+
+  constructor(message: string, where: Where) {
+    super(message, where.cause === undefined ? undefined : { cause: where.cause });
+    this.key = where.key;
+    this.tool = where.tool;
+    this.status = where.status ?? null;
+  }
+
+  /** One sentence to hand back to the model as the tool's result. */
+  forModel(): string {
+    return this.message;
+  }
+}
+
+/** Do not send this request again: it would not run, or running it could repeat a side effect. */
+export class DoNotRetry extends IdemError {
+  override name = "DoNotRetry";
+}
+
+/** Nothing reached downstream: the same call, with the same key, may be sent again. */
+export class MayRetry extends IdemError {
+  override name = "MayRetry";
+}
+
+/** Another caller holds the record (PROCESSING), or its outcome is unknown (UNKNOWN). */
+export class InProgress extends DoNotRetry {
+  override name = "InProgress";
+}
+
+/** This call's side effect was sent and its answer never came; the record is now UNKNOWN. */
+export class OutcomeUnknown extends DoNotRetry {
+  override name = "OutcomeUnknown";
+}
+
+/** A definite failure, now or stored from before (replayed FAILED): change the plan, do not retry. */
+export class FinalFailure extends DoNotRetry {
+  override name = "FinalFailure";
+  constructor(message: string, where: Where, readonly error: string, readonly replayed: boolean) {
+    super(message, where);
+  }
+}
+
+/** The layer refused the request before anything ran. */
+export class Refused extends DoNotRetry {
+  override name = "Refused";
+}
+
+/** The key was used and its record since removed by retention: it never runs again. */
+export class Retired extends Refused {
+  override name = "Retired";
+}
+
+/** The business object already succeeded, is in flight, or money moved for it, under another key. */
+export class Rejected extends Refused {
+  override name = "Rejected";
+}
+
+/** The same key came with a different request: a bug upstream. */
+export class PayloadMismatch extends Refused {
+  override name = "PayloadMismatch";
+}
+
+/**
+ * The side effect ran (this call owned the record) but its outcome could not be written. `response`
+ * is what downstream answered. The record stays with its lease, then becomes UNKNOWN for the
+ * reconciler or a person; a retry is never executed.
+ */
+export class NotRecorded extends DoNotRetry {
+  override name = "NotRecorded";
+  constructor(message: string, where: Where, readonly response: unknown, readonly report: ChangeResult | null) {
+    super(message, where);
+  }
+}
+
+/** The tool body said the request never reached downstream; the record allows a retry. */
+export class RetryableFailure extends MayRetry {
+  override name = "RetryableFailure";
+}
+
+/** The idempotency layer could not be reached to claim the key; nothing was sent downstream. */
+export class Unavailable extends MayRetry {
+  override name = "Unavailable";
+}

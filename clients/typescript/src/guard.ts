@@ -1,0 +1,382 @@
+// The correct use of the protocol around one tool call, so that it is the easy one.
+//
+//   const guard = new Guard(pool);
+//   const pay = guard.tool({ bizType: "payment", bizId: "orderId", tool: "pay" },
+//                          async (args: { orderId: string; amountMinor: number }) => gateway.charge(args));
+//   await withCallContext({ triggerSource: "llm", traceId, agentId }, () => pay({ orderId: "order-42", amountMinor: 2990 }));
+//
+// What each answer of idem.begin leads to:
+// - executed: the body runs once; its value is stored (complete) and returned. It throws
+//   BusinessFailure -> final fail, the caller gets FinalFailure; NotSent (or ECONNREFUSED) ->
+//   fail(retry_allowed => true), the caller gets RetryableFailure; anything else, a timeout above
+//   all -> mark_unknown, the caller gets OutcomeUnknown.
+// - replayed SUCCESS: the stored response, the body does not run. replayed FAILED: FinalFailure
+//   with the stored error, for the model.
+// - in_progress: InProgress ("do not retry"); retired / rejected / payload_mismatch: Refused.
+// - a report answered `conflict` because the lease ran out and the record became UNKNOWN: the
+//   claimant reports again at the version the answer carries (its answer came late); the body is
+//   never run again. Any other refused report: NotRecorded, never a re-run.
+import { AsyncLocalStorage } from "node:async_hooks";
+
+import * as errors from "./errors";
+import { stableKey } from "./keys";
+import { BeginResult, Claim, DEFAULT_LEASE_MS, Protocol, Queryable } from "./protocol";
+import { parseTriggerSource } from "./vocabulary";
+import type { Outcome, TriggerSource } from "./vocabulary";
+
+/** Who sent this call and why, as the caller knows it; stored in idem.attempts. */
+export interface CallContext {
+  triggerSource: TriggerSource;
+  traceId?: string | null;
+  agentId?: string | null;
+}
+
+const contextStore = new AsyncLocalStorage<CallContext>();
+
+/** States the trigger source, trace id and agent id for the guarded calls made inside `fn`. */
+export function withCallContext<T>(context: Partial<CallContext>, fn: () => T): T {
+  return contextStore.run(normalise(context), fn);
+}
+
+export function currentContext(): CallContext {
+  return contextStore.getStore() ?? { triggerSource: "initial" };
+}
+
+function normalise(context: Partial<CallContext>): CallContext {
+  return {
+    triggerSource: parseTriggerSource(context.triggerSource ?? "initial"),
+    traceId: context.traceId ?? null,
+    agentId: context.agentId ?? null,
+  };
+}
+
+/** One request to a side-effecting tool, as idem.begin needs it. */
+export interface ToolCall {
+  key: string;
+  bizType: string;
+  bizId: string;
+  tool: string;
+  payload: unknown;
+  context?: Partial<CallContext>;
+  leaseMs?: number;
+  /** null: the database hashes the payload. */
+  requestHash?: string | null;
+  /** The body's answer deadline: past it the body's signal aborts and the outcome is unknown. */
+  timeoutMs?: number;
+}
+
+/** How a guarded call ended: a response, or the error that says why there is none. */
+export class ToolResult<T> {
+  constructor(
+    readonly key: string,
+    /** What begin answered; null when begin could not be reached. */
+    readonly outcome: Outcome | null,
+    /** This call ran the side effect. */
+    readonly executed: boolean,
+    readonly response: T | undefined,
+    readonly error: errors.IdemError | null,
+  ) {}
+
+  get ok(): boolean {
+    return this.error === null;
+  }
+
+  /** The response, or throws the error. */
+  unwrap(): T {
+    if (this.error) throw this.error;
+    return this.response as T;
+  }
+}
+
+/** How a tool body's error is reported. */
+export type Failure = "final" | "not_sent" | "unknown";
+
+export function defaultClassify(err: unknown): Failure {
+  if (err instanceof errors.BusinessFailure) return "final";
+  if (err instanceof errors.NotSent) return "not_sent";
+  if (typeof err === "object" && err !== null && (err as { code?: unknown }).code === "ECONNREFUSED") return "not_sent";
+  // A timeout, or anything else: the request may have reached downstream and done its work.
+  return "unknown";
+}
+
+// Errors of the database connection itself (network, SQLSTATE classes 08, 53, 57, 58) mean the
+// layer is unreachable; any other SQLSTATE is a deterministic refusal of the request (a bound, a
+// missing grant) and is thrown as it is.
+function isConnectionError(err: unknown): boolean {
+  const code = typeof err === "object" && err !== null ? (err as { code?: unknown }).code : undefined;
+  if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return /^(08|53|57|58)/.test(code);
+  return true;
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error) return err.message ? `${err.name}: ${err.message}` : err.name;
+  return String(err);
+}
+
+export function errorText(payload: unknown): string {
+  if (payload === null || payload === undefined) return "the error was not stored";
+  if (typeof payload === "string") return payload;
+  if (typeof payload === "object") {
+    for (const name of ["error", "last_error", "reason", "message"]) {
+      const value = (payload as Record<string, unknown>)[name];
+      if (typeof value === "string") return value;
+    }
+  }
+  return JSON.stringify(payload);
+}
+
+// What the database stores is JSON: a Date becomes its text, a bigint its digits, rather than the
+// report failing after the money moved.
+function asJson(value: unknown): unknown {
+  const text = JSON.stringify(value === undefined ? null : value, (_k, v) => (typeof v === "bigint" ? v.toString() : v));
+  return JSON.parse(text);
+}
+
+export interface GuardOptions {
+  leaseMs?: number;
+  /** Maps a tool body's error to how it is reported; return undefined for the default. */
+  classify?: (err: unknown) => Failure | undefined;
+}
+
+export type Body<T> = (signal: AbortSignal) => Promise<T> | T;
+
+/** Runs tool calls under the protocol. `db` is a pg.Pool (recommended) or a pg.Client. */
+export class Guard {
+  readonly protocol: Protocol;
+  readonly leaseMs: number;
+  private readonly classify?: (err: unknown) => Failure | undefined;
+
+  constructor(db: Queryable, options: GuardOptions = {}) {
+    this.protocol = new Protocol(db);
+    this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+    this.classify = options.classify;
+  }
+
+  /** Claims `call.key`, runs `body` only if this call owns it, reports what happened. */
+  async run<T>(call: ToolCall, body: Body<T>): Promise<ToolResult<T>> {
+    const context = normalise(call.context ?? currentContext());
+    const where = { key: call.key, tool: call.tool };
+    const subject = `${call.tool} for ${call.bizType} ${call.bizId}`;
+    let begun: BeginResult;
+    try {
+      begun = await this.protocol.begin({
+        key: call.key,
+        bizType: call.bizType,
+        bizId: call.bizId,
+        tool: call.tool,
+        triggerSource: context.triggerSource,
+        payload: call.payload,
+        requestHash: call.requestHash ?? null,
+        leaseMs: call.leaseMs ?? this.leaseMs,
+        agentId: context.agentId,
+        traceId: context.traceId,
+      });
+    } catch (err) {
+      if (!isConnectionError(err)) throw err;
+      const error = new errors.Unavailable(
+        `${subject}: the idempotency layer could not claim key ${JSON.stringify(call.key)} (${describe(err)}); ` +
+          "nothing was sent, the same call may be retried",
+        { ...where, cause: err },
+      );
+      return new ToolResult<T>(call.key, null, false, undefined, error);
+    }
+    if (begun.outcome === "executed") return this.execute(call, begun, body, subject);
+    const error = notExecuted(begun, subject, where);
+    const response = error ? undefined : (begun.responsePayload as T);
+    return new ToolResult<T>(call.key, begun.outcome, false, response, error);
+  }
+
+  private async execute<T>(call: ToolCall, begun: BeginResult, body: Body<T>, subject: string): Promise<ToolResult<T>> {
+    const claim: Claim = { key: call.key, version: begun.version as number, token: begun.claimToken as string };
+    const where = { key: call.key, tool: call.tool };
+    let response: T;
+    try {
+      response = await runWithDeadline(body, call.timeoutMs);
+    } catch (err) {
+      const failure = this.classify?.(err) ?? defaultClassify(err);
+      const error = await this.reportFailure(claim, failure, describe(err), subject, where, err);
+      return new ToolResult<T>(call.key, "executed", true, undefined, error);
+    }
+
+    const stored = asJson(response);
+    let report;
+    try {
+      report = await this.protocol.complete(claim.key, claim.version, stored, claim.token);
+      if (report.result === "conflict" && report.status === "UNKNOWN" && report.version !== null) {
+        // The lease ran out while downstream answered and the sweeper made it UNKNOWN: the
+        // claimant's late answer is still the answer (UNKNOWN -> SUCCESS by the claimant).
+        report = await this.protocol.complete(claim.key, report.version, stored, claim.token);
+      }
+    } catch (err) {
+      const error = new errors.NotRecorded(
+        `${subject} ran, but its result could not be recorded (${describe(err)}); do not retry: ` +
+          "the record will become UNKNOWN for the reconciler or a person",
+        { ...where, cause: err },
+        response,
+        null,
+      );
+      return new ToolResult<T>(call.key, "executed", true, response, error);
+    }
+    if (report.result === "ok") return new ToolResult<T>(call.key, "executed", true, response, null);
+    const error = new errors.NotRecorded(
+      `${subject} ran, but the layer refused its result (${report.result}, record now ${report.status ?? "absent"}); do not retry`,
+      { ...where, status: report.status },
+      response,
+      report,
+    );
+    return new ToolResult<T>(call.key, "executed", true, response, error);
+  }
+
+  private async reportFailure(
+    claim: Claim,
+    failure: Failure,
+    reason: string,
+    subject: string,
+    where: { key: string; tool: string },
+    cause: unknown,
+  ): Promise<errors.IdemError> {
+    let recorded = false;
+    try {
+      if (failure === "unknown") {
+        const report = await this.protocol.markUnknown(claim.key, claim.version, reason, claim.token);
+        // Already UNKNOWN (the sweeper was first) is the state we asked for.
+        recorded = report.result === "ok" || (report.result === "conflict" && report.status === "UNKNOWN");
+      } else {
+        const report = await this.protocol.fail(claim.key, claim.version, reason, claim.token, failure === "not_sent");
+        recorded = report.result === "ok";
+      }
+    } catch (err) {
+      reason = `${reason}; reporting it failed: ${describe(err)}`;
+    }
+    if (failure === "unknown" || !recorded) {
+      // Not recorded as a failure: the lease runs out and the record becomes UNKNOWN, the same end
+      // as a timeout, so the caller hears the same thing.
+      return new errors.OutcomeUnknown(
+        `${subject}: the outcome is unknown (${reason}). Do not retry: it may have happened; ` +
+          "the reconciler or a person will settle it",
+        { ...where, status: "UNKNOWN", cause },
+      );
+    }
+    if (failure === "final") {
+      return new errors.FinalFailure(
+        `${subject} failed definitively: ${reason}. Do not retry the same request; change the plan`,
+        { ...where, status: "FAILED", cause },
+        reason,
+        false,
+      );
+    }
+    return new errors.RetryableFailure(
+      `${subject} was not sent (${reason}); the same call may be retried with the same key`,
+      { ...where, status: "FAILED", cause },
+    );
+  }
+
+  /**
+   * Wraps a tool function taking one arguments object (what a model's tool call carries). `bizId`
+   * and `attempt` are an argument's name or a function of the arguments; the key is
+   * stableKey(bizType, bizId, tool, attempt), never per retry. `payload` picks the request that must
+   * repeat exactly (default: all arguments).
+   */
+  tool<A extends Record<string, unknown>, T>(spec: ToolSpec<A>, fn: (args: A, signal: AbortSignal) => Promise<T> | T): GuardedTool<A, T> {
+    const pick = <V>(rule: keyof A | ((args: A) => V) | V | undefined, args: A): unknown =>
+      typeof rule === "function" ? (rule as (a: A) => V)(args) : typeof rule === "string" ? args[rule] : rule;
+    const callFor = (args: A, context?: Partial<CallContext>): ToolCall => {
+      const bizId = String(pick(spec.bizId, args));
+      const attempt = Number(pick(spec.attempt ?? 1, args));
+      return {
+        key: stableKey(spec.bizType, bizId, spec.tool, attempt),
+        bizType: spec.bizType,
+        bizId,
+        tool: spec.tool,
+        payload: asJson(spec.payload ? spec.payload(args) : args),
+        context: context ?? currentContext(),
+        leaseMs: spec.leaseMs,
+        timeoutMs: spec.timeoutMs,
+      };
+    };
+    const run = (args: A, context?: Partial<CallContext>) => this.run<T>(callFor(args, context), (signal) => fn(args, signal));
+    const guarded = (async (args: A, context?: Partial<CallContext>) => (await run(args, context)).unwrap()) as GuardedTool<A, T>;
+    guarded.run = run;
+    guarded.callFor = callFor;
+    guarded.toolName = spec.tool;
+    return guarded;
+  }
+}
+
+export interface ToolSpec<A> {
+  bizType: string;
+  bizId: keyof A | ((args: A) => string);
+  tool: string;
+  attempt?: number | keyof A | ((args: A) => number);
+  payload?: (args: A) => unknown;
+  leaseMs?: number;
+  timeoutMs?: number;
+}
+
+/** A tool function under a Guard: calling it resolves to the response or rejects with an IdemError. */
+export interface GuardedTool<A, T> {
+  (args: A, context?: Partial<CallContext>): Promise<T>;
+  run(args: A, context?: Partial<CallContext>): Promise<ToolResult<T>>;
+  callFor(args: A, context?: Partial<CallContext>): ToolCall;
+  toolName: string;
+}
+
+async function runWithDeadline<T>(body: Body<T>, timeoutMs: number | undefined): Promise<T> {
+  const controller = new AbortController();
+  if (timeoutMs === undefined) return await body(controller.signal);
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      const err = new errors.ResponseTimeout(`no answer within ${timeoutMs} ms`);
+      controller.abort(err);
+      reject(err);
+    }, timeoutMs);
+  });
+  try {
+    return await Promise.race([Promise.resolve().then(() => body(controller.signal)), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function notExecuted(begun: BeginResult, subject: string, where: { key: string; tool: string }): errors.IdemError | null {
+  const status = begun.status;
+  const at = { ...where, status };
+  switch (begun.outcome) {
+    case "replayed": {
+      if (status === "SUCCESS") return null;
+      const error = errorText(begun.responsePayload);
+      return new errors.FinalFailure(
+        `${subject} failed before, definitively: ${error}. It will not run again with this request; ` +
+          "change the plan (another method, ask the user) instead of retrying",
+        at,
+        error,
+        true,
+      );
+    }
+    case "in_progress": {
+      const state = status === "UNKNOWN" ? "its outcome is uncertain (UNKNOWN)" : "it is in progress (PROCESSING)";
+      return new errors.InProgress(
+        `${subject}: ${state}. Do not retry: it may already have happened; the claimant, the reconciler or a person will settle it`,
+        at,
+      );
+    }
+    case "retired":
+      return new errors.Retired(
+        `${subject}: key ${JSON.stringify(where.key)} was used before and its record retired; it never runs again`,
+        at,
+      );
+    case "rejected":
+      return new errors.Rejected(
+        `${subject}: refused, the business object already succeeded, is in flight or money moved for it under another key; ` +
+          "do not retry with a new key",
+        at,
+      );
+    default:
+      return new errors.PayloadMismatch(
+        `${subject}: key ${JSON.stringify(where.key)} was used for a different request; the same key must carry the same ` +
+          "request (a bug upstream), nothing ran",
+        at,
+      );
+  }
+}

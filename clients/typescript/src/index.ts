@@ -1,0 +1,6 @@
+// idemwatch: call the idem protocol (docs/contract/schema.md, version 2) correctly from TypeScript.
+export * from "./errors";
+export * from "./guard";
+export * from "./keys";
+export * from "./protocol";
+export * from "./vocabulary";

@@ -1,0 +1,150 @@
+// The protocol functions of the idem schema as typed calls, one autocommit statement each. This is
+// the thin layer: it says exactly what the database said. `Guard` (guard.ts) builds the correct use
+// of a tool call on it; use this directly only for what the guard does not do.
+//
+// Every call must commit on its own: `begin` must be durable before the caller goes downstream. Pass
+// a pg.Pool or a pg.Client that is not inside BEGIN ... COMMIT.
+import { parseOutcome, parseRecordStatus, parseResultCode, parseTriggerSource } from "./vocabulary";
+import type { Outcome, RecordStatus, ResultCode, TriggerSource } from "./vocabulary";
+
+/** What the protocol needs of node-postgres: a pg.Pool, a pg.Client or a pg.PoolClient. */
+export interface Queryable {
+  query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+}
+
+// Every parameter typed, so that a NULL never leaves the function call ambiguous.
+export const BEGIN_SQL =
+  "SELECT outcome, status, version, response_payload, claim_token::text AS claim_token FROM idem.begin(" +
+  "$1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::jsonb, $8::interval, $9::text, $10::text)";
+export const COMPLETE_SQL =
+  "SELECT result, status, version FROM idem.complete($1::text, $2::integer, $3::jsonb, $4::uuid)";
+export const FAIL_SQL =
+  "SELECT result, status, version FROM idem.fail($1::text, $2::integer, $3::text, $4::uuid, $5::boolean)";
+export const MARK_UNKNOWN_SQL =
+  "SELECT result, status, version FROM idem.mark_unknown($1::text, $2::integer, $3::text, $4::uuid)";
+export const RECORD_FUND_FLOW_SQL =
+  "SELECT flow_id::text AS flow_id, is_duplicate FROM idem.record_fund_flow(" +
+  "$1::text, $2::text, $3::text, $4::bigint, $5::text, $6::text, $7::text)";
+
+export const DEFAULT_LEASE_MS = 30_000;
+
+export interface BeginRequest {
+  key: string;
+  bizType: string;
+  bizId: string;
+  tool: string;
+  triggerSource: TriggerSource;
+  payload: unknown;
+  /** null: the database hashes the payload's jsonb text. */
+  requestHash?: string | null;
+  leaseMs?: number;
+  agentId?: string | null;
+  traceId?: string | null;
+}
+
+export interface BeginResult {
+  outcome: Outcome;
+  /** The key's record; null when rejected. */
+  status: RecordStatus | null;
+  version: number | null;
+  /** The stored response (replayed SUCCESS) or {"error": ...} (replayed FAILED). */
+  responsePayload: unknown;
+  /** Only for `executed`: the proof that this caller is the claimant. */
+  claimToken: string | null;
+}
+
+/** What the claimant holds after `executed`: everything complete / fail / markUnknown need. */
+export interface Claim {
+  key: string;
+  version: number;
+  token: string;
+}
+
+export interface ChangeResult {
+  result: ResultCode;
+  /** After the call, or the current one when refused (null for not_claimant / not_found). */
+  status: RecordStatus | null;
+  version: number | null;
+}
+
+function status(value: unknown): RecordStatus | null {
+  return value === null || value === undefined ? null : parseRecordStatus(value);
+}
+
+function change(row: any): ChangeResult {
+  return { result: parseResultCode(row.result), status: status(row.status), version: row.version ?? null };
+}
+
+// node-postgres sends a JS value for a jsonb parameter as JSON text only for objects and arrays; a
+// bare string would be sent as the string itself. Serialise everything explicitly.
+function json(value: unknown): string {
+  return JSON.stringify(value === undefined ? null : value);
+}
+
+export class Protocol {
+  constructor(readonly db: Queryable) {}
+
+  private async one(sql: string, values: unknown[]): Promise<any> {
+    const { rows } = await this.db.query(sql, values);
+    return rows[0];
+  }
+
+  async begin(request: BeginRequest): Promise<BeginResult> {
+    const source = parseTriggerSource(request.triggerSource);
+    const leaseMs = request.leaseMs ?? DEFAULT_LEASE_MS;
+    const row = await this.one(BEGIN_SQL, [
+      request.key,
+      request.bizType,
+      request.bizId,
+      request.tool,
+      request.requestHash ?? null,
+      source,
+      json(request.payload),
+      `${leaseMs} milliseconds`,
+      request.agentId ?? null,
+      request.traceId ?? null,
+    ]);
+    return {
+      outcome: parseOutcome(row.outcome),
+      status: status(row.status),
+      version: row.version ?? null,
+      responsePayload: row.response_payload ?? null,
+      claimToken: row.claim_token ?? null,
+    };
+  }
+
+  async complete(key: string, expectedVersion: number, response: unknown, claimToken: string | null): Promise<ChangeResult> {
+    return change(await this.one(COMPLETE_SQL, [key, expectedVersion, json(response), claimToken]));
+  }
+
+  /** retryAllowed false: a definite business failure, final. true: it never reached downstream. */
+  async fail(key: string, expectedVersion: number, error: string, claimToken: string | null, retryAllowed = false): Promise<ChangeResult> {
+    return change(await this.one(FAIL_SQL, [key, expectedVersion, error, claimToken, retryAllowed]));
+  }
+
+  async markUnknown(key: string, expectedVersion: number, reason: string, claimToken: string | null): Promise<ChangeResult> {
+    return change(await this.one(MARK_UNKNOWN_SQL, [key, expectedVersion, reason, claimToken]));
+  }
+
+  /** The ledger as the gateway reports it. */
+  async recordFundFlow(flow: {
+    bizType: string;
+    bizId: string;
+    kind: "DEBIT" | "CREDIT" | "REFUND" | "FREEZE" | "UNFREEZE" | "CAPTURE";
+    amountMinor: number | bigint;
+    currency: string;
+    externalRef: string;
+    idempotencyKey?: string | null;
+  }): Promise<{ flowId: string; isDuplicate: boolean }> {
+    const row = await this.one(RECORD_FUND_FLOW_SQL, [
+      flow.bizType,
+      flow.bizId,
+      flow.kind,
+      String(flow.amountMinor),
+      flow.currency,
+      flow.externalRef,
+      flow.idempotencyKey ?? null,
+    ]);
+    return { flowId: row.flow_id, isDuplicate: row.is_duplicate };
+  }
+}

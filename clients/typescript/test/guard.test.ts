@@ -1,0 +1,368 @@
+// The guard against a real PostgreSQL: each test names the behaviour it pins down.
+import assert from "node:assert/strict";
+import { randomUUID } from "node:crypto";
+import { after, before, describe, test } from "node:test";
+import type { Pool } from "pg";
+
+import {
+  BusinessFailure,
+  DoNotRetry,
+  FinalFailure,
+  Guard,
+  InProgress,
+  MayRetry,
+  NotRecorded,
+  OutcomeUnknown,
+  PayloadMismatch,
+  Protocol,
+  Refused,
+  Rejected,
+  Retired,
+  RetryableFailure,
+  ToolCall,
+  TriggerSource,
+  Unavailable,
+  stableKey,
+  withCallContext,
+} from "../src";
+import { Gateway, adminQuery, scalar, sleep, unique, writerClient, writerPool } from "./support";
+
+function payment(orderId: string, triggerSource: TriggerSource = "initial", extra: Partial<ToolCall> & { amount?: number; attempt?: number; traceId?: string; agentId?: string } = {}): ToolCall {
+  const { amount = 2990, attempt = 1, traceId, agentId, ...rest } = extra;
+  return {
+    key: stableKey("payment", orderId, "pay", attempt),
+    bizType: "payment",
+    bizId: orderId,
+    tool: "pay",
+    payload: { orderId, amountMinor: amount, currency: "CNY" },
+    context: { triggerSource, traceId, agentId },
+    ...rest,
+  };
+}
+
+const statusOf = (key: string) => scalar("SELECT status FROM idem.records WHERE idempotency_key = $1", [key]);
+
+describe("Guard", () => {
+  let pool: Pool;
+  let guard: Guard;
+  before(() => {
+    pool = writerPool();
+    guard = new Guard(pool);
+  });
+  after(async () => {
+    await pool.end();
+  });
+
+  test("executed then replayed returns the stored response without running again", async () => {
+    const order = unique("o");
+    const gateway = new Gateway();
+    const first = await guard.run(payment(order), () => gateway.charge(order, 2990));
+    assert.equal(first.error, null);
+    assert.equal(first.executed, true);
+    assert.equal(first.outcome, "executed");
+    const again = await guard.run(payment(order, "llm"), () => gateway.charge(order, 2990));
+    assert.equal(again.outcome, "replayed");
+    assert.equal(again.executed, false);
+    assert.deepEqual(again.unwrap(), first.response);
+    assert.equal(gateway.count(order), 1);
+    assert.equal(await statusOf(first.key), "SUCCESS");
+  });
+
+  test("trigger source, trace id and agent id are stored in attempts", async () => {
+    const order = unique("o");
+    const gateway = new Gateway();
+    await guard.run(payment(order, "initial", { traceId: "t-initial", agentId: "agent-1" }), () => gateway.charge(order, 1));
+    for (const source of ["llm", "framework", "http", "callback"] as const) {
+      await guard.run(payment(order, source, { traceId: `t-${source}`, agentId: "agent-2" }), () => gateway.charge(order, 1));
+    }
+    const rows = await adminQuery(
+      "SELECT trigger_source, outcome, trace_id, agent_id FROM idem.attempts WHERE idempotency_key = $1 ORDER BY id",
+      [stableKey("payment", order, "pay")],
+    );
+    assert.deepEqual(rows, [
+      { trigger_source: "initial", outcome: "executed", trace_id: "t-initial", agent_id: "agent-1" },
+      ...["llm", "framework", "http", "callback"].map((s) => ({ trigger_source: s, outcome: "replayed", trace_id: `t-${s}`, agent_id: "agent-2" })),
+    ]);
+  });
+
+  test("twenty concurrent callers with one key on separate connections run the side effect once", async () => {
+    const order = unique("race");
+    const gateway = new Gateway();
+    const clients = await Promise.all(Array.from({ length: 20 }, () => writerClient()));
+    let ran = 0;
+    try {
+      const results = await Promise.all(
+        clients.map((client, i) =>
+          new Guard(client).run(payment(order, i ? "framework" : "initial"), async () => {
+            ran++;
+            await sleep(300); // the others arrive while it is PROCESSING
+            return gateway.charge(order, 2990);
+          }),
+        ),
+      );
+      assert.equal(ran, 1);
+      assert.equal(gateway.count(order), 1);
+      assert.equal(results.filter((r) => r.executed).length, 1);
+      for (const r of results.filter((r) => !r.executed)) {
+        if (r.outcome === "in_progress") assert.ok(r.error instanceof InProgress);
+        else {
+          assert.equal(r.outcome, "replayed");
+          assert.equal(r.ok, true);
+        }
+      }
+    } finally {
+      await Promise.all(clients.map((c) => c.end()));
+    }
+    const key = stableKey("payment", order, "pay");
+    assert.equal(await scalar("SELECT count(*)::int FROM idem.attempts WHERE idempotency_key = $1", [key]), 20);
+    assert.equal(await scalar("SELECT count(*)::int FROM idem.attempts WHERE idempotency_key = $1 AND outcome = 'executed'", [key]), 1);
+  });
+
+  test("a response timeout marks unknown and the retry does not execute", async () => {
+    const order = unique("timeout");
+    const gateway = new Gateway();
+    let calls = 0;
+    const body = async (signal: AbortSignal) => {
+      calls++;
+      gateway.charge(order, 2990); // the gateway charged; its answer never comes
+      await new Promise((resolve) => signal.addEventListener("abort", resolve));
+      return { never: true };
+    };
+    const first = await guard.run(payment(order, "initial", { timeoutMs: 50 }), body);
+    assert.ok(first.error instanceof OutcomeUnknown);
+    assert.ok(first.error instanceof DoNotRetry);
+    assert.match(first.error.forModel(), /Do not retry/);
+    assert.equal(await statusOf(first.key), "UNKNOWN");
+    for (const source of ["http", "llm", "framework"] as const) {
+      const retry = await guard.run(payment(order, source, { timeoutMs: 50 }), body);
+      assert.ok(retry.error instanceof InProgress);
+      assert.equal(retry.error.status, "UNKNOWN");
+      assert.match(retry.error.message, /uncertain/);
+    }
+    assert.equal(calls, 1);
+    assert.equal(gateway.count(order), 1);
+    assert.equal(await scalar("SELECT last_error FROM idem.records WHERE idempotency_key = $1", [first.key]), "ResponseTimeout: no answer within 50 ms");
+  });
+
+  test("any unclassified error is unknown, not a failure", async () => {
+    const result = await guard.run(payment(unique("boom")), () => {
+      throw new Error("socket hang up");
+    });
+    assert.ok(result.error instanceof OutcomeUnknown);
+    assert.ok((result.error.cause as Error).message === "socket hang up");
+    assert.equal(await statusOf(result.key), "UNKNOWN");
+  });
+
+  test("a final failure is handed back to the retry instead of running again", async () => {
+    const order = unique("declined");
+    let calls = 0;
+    const body = () => {
+      calls++;
+      throw new BusinessFailure("card declined: insufficient balance");
+    };
+    const first = await guard.run(payment(order), body);
+    assert.ok(first.error instanceof FinalFailure);
+    assert.equal(first.error.replayed, false);
+    assert.equal(await statusOf(first.key), "FAILED");
+    assert.equal(await scalar("SELECT retry_allowed FROM idem.records WHERE idempotency_key = $1", [first.key]), false);
+    const retry = await guard.run(payment(order, "llm"), body);
+    assert.equal(retry.outcome, "replayed");
+    assert.ok(retry.error instanceof FinalFailure);
+    assert.equal(retry.error.replayed, true);
+    assert.match(retry.error.error, /card declined: insufficient balance/);
+    assert.match(retry.error.forModel(), /change the plan/);
+    assert.throws(() => retry.unwrap(), FinalFailure);
+    assert.equal(calls, 1);
+  });
+
+  test("a request that never left may run again with the same key", async () => {
+    const order = unique("refused");
+    const gateway = new Gateway();
+    let attempts = 0;
+    const body = () => {
+      attempts++;
+      if (attempts === 1) throw Object.assign(new Error("connect ECONNREFUSED 10.0.0.1:443"), { code: "ECONNREFUSED" });
+      return gateway.charge(order, 2990);
+    };
+    const first = await guard.run(payment(order), body);
+    assert.ok(first.error instanceof RetryableFailure);
+    assert.ok(first.error instanceof MayRetry);
+    assert.equal(await scalar("SELECT retry_allowed FROM idem.records WHERE idempotency_key = $1", [first.key]), true);
+    const retry = await guard.run(payment(order, "framework"), body);
+    assert.equal(retry.error, null);
+    assert.equal(retry.executed, true);
+    assert.equal(attempts, 2);
+    assert.equal(gateway.count(order), 1);
+    assert.equal(await statusOf(first.key), "SUCCESS");
+  });
+
+  test("the claim token stays with the wrapper so another instance cannot report", async () => {
+    const order = unique("token");
+    const key = stableKey("payment", order, "pay");
+    const gateway = new Gateway();
+    const otherClient = await writerClient();
+    const other = new Guard(otherClient);
+    const seen: Record<string, any> = {};
+    try {
+      const result = await guard.run(payment(order), async () => {
+        seen.second = await other.run(payment(order, "callback"), () => gateway.charge(order, 2990));
+        const protocol = new Protocol(otherClient);
+        seen.noToken = await protocol.complete(key, 1, { forged: true }, null);
+        seen.wrongToken = await protocol.complete(key, 1, { forged: true }, randomUUID());
+        seen.fail = await protocol.fail(key, 1, "forged", randomUUID());
+        seen.unknown = await protocol.markUnknown(key, 1, "forged", null);
+        return gateway.charge(order, 2990);
+      });
+      assert.equal(result.error, null);
+      assert.ok(seen.second.error instanceof InProgress);
+      for (const name of ["noToken", "wrongToken", "fail", "unknown"]) assert.equal(seen[name].result, "not_claimant", name);
+      assert.deepEqual(await scalar("SELECT response_payload FROM idem.records WHERE idempotency_key = $1", [key]), result.response);
+      assert.equal(gateway.count(order), 1);
+    } finally {
+      await otherClient.end();
+    }
+  });
+
+  test("a late answer after the lease ran out is recorded, not rerun", async () => {
+    const order = unique("late");
+    const gateway = new Gateway();
+    let calls = 0;
+    const result = await guard.run(payment(order, "initial", { leaseMs: 1 }), async () => {
+      calls++;
+      await sleep(50);
+      // The sweeper runs while downstream is slow: PROCESSING past its lease -> UNKNOWN.
+      assert.ok((await scalar("SELECT idem.expire_leases()")) >= 1);
+      return gateway.charge(order, 2990);
+    });
+    assert.equal(result.error, null);
+    assert.equal(await statusOf(result.key), "SUCCESS");
+    assert.equal(calls, 1);
+  });
+
+  test("a report the layer refuses is not recorded and never rerun", async () => {
+    const order = unique("settled");
+    const call = payment(order, "initial", { leaseMs: 1 });
+    let calls = 0;
+    const result = await guard.run(call, async () => {
+      calls++;
+      await sleep(50);
+      await scalar("SELECT idem.expire_leases()");
+      // A person decided meanwhile that it did not happen.
+      assert.equal(await scalar("SELECT result FROM idem.settle($1, 2, 'FAILED', 'gateway shows no charge')", [call.key]), "ok");
+      return { gatewayRef: "gw-late" };
+    });
+    assert.ok(result.error instanceof NotRecorded);
+    assert.deepEqual(result.error.response, { gatewayRef: "gw-late" });
+    assert.equal(result.error.report?.result, "conflict");
+    assert.equal(await statusOf(call.key), "FAILED");
+    assert.equal(calls, 1);
+  });
+
+  test("same key with a different request is a payload mismatch", async () => {
+    const order = unique("mismatch");
+    const gateway = new Gateway();
+    assert.equal((await guard.run(payment(order), () => gateway.charge(order, 1))).ok, true);
+    const other = await guard.run(payment(order, "llm", { amount: 9990 }), () => gateway.charge(order, 1));
+    assert.equal(other.outcome, "payload_mismatch");
+    assert.ok(other.error instanceof PayloadMismatch);
+    assert.ok(other.error instanceof Refused);
+    assert.equal(gateway.count(order), 1);
+  });
+
+  test("a new key for a paid business object is rejected", async () => {
+    const order = unique("paid");
+    const gateway = new Gateway();
+    assert.equal((await guard.run(payment(order), () => gateway.charge(order, 1))).ok, true);
+    const second = await guard.run(payment(order, "initial", { attempt: 2 }), () => gateway.charge(order, 1));
+    assert.equal(second.outcome, "rejected");
+    assert.ok(second.error instanceof Rejected);
+    assert.equal(gateway.count(order), 1);
+  });
+
+  test("a retired key never runs again", async () => {
+    const order = unique("retired");
+    const call = payment(order);
+    await adminQuery(
+      "INSERT INTO idem.retired_keys (idempotency_key, biz_type, biz_id, request_hash, status) " +
+        "VALUES ($1, 'payment', $2, encode(sha256(convert_to($3::jsonb::text, 'UTF8')), 'hex'), 'SUCCESS')",
+      [call.key, order, JSON.stringify(call.payload)],
+    );
+    let ran = 0;
+    const result = await guard.run(call, () => ran++);
+    assert.equal(result.outcome, "retired");
+    assert.ok(result.error instanceof Retired);
+    assert.equal(ran, 0);
+  });
+
+  test("an unreachable database means nothing ran and the call may be retried", async () => {
+    const { Pool } = await import("pg");
+    const down = new Pool({ host: "127.0.0.1", port: 1, connectionTimeoutMillis: 1000 });
+    let ran = 0;
+    try {
+      const result = await new Guard(down).run(payment(unique("down")), () => ran++);
+      assert.ok(result.error instanceof Unavailable);
+      assert.ok(result.error instanceof MayRetry);
+      assert.equal(ran, 0);
+    } finally {
+      await down.end();
+    }
+  });
+
+  test("a refusal by the schema's bounds is thrown as it is, before anything ran", async () => {
+    let ran = 0;
+    const call = { ...payment(unique("bounds")), bizType: "not a label!" };
+    await assert.rejects(guard.run(call, () => ran++), (err: any) => err.code === "22023");
+    assert.equal(ran, 0);
+  });
+
+  test("the writer role has protocol rights only", async () => {
+    await assert.rejects(pool.query("SELECT count(*) FROM idem.records"), (err: any) => err.code === "42501");
+  });
+});
+
+describe("guard.tool", () => {
+  let pool: Pool;
+  let guard: Guard;
+  before(() => {
+    pool = writerPool();
+    guard = new Guard(pool);
+  });
+  after(async () => {
+    await pool.end();
+  });
+
+  test("the wrapped tool keys by business object and reads the stated context", async () => {
+    const gateway = new Gateway();
+    const pay = guard.tool(
+      { bizType: "payment", bizId: "orderId", tool: "pay", payload: (a) => ({ orderId: a.orderId, amountMinor: a.amountMinor }) },
+      async (args: { orderId: string; amountMinor: number; note?: string }) => gateway.charge(args.orderId, args.amountMinor),
+    );
+    const order = unique("deco");
+    const first = await withCallContext({ triggerSource: "initial", traceId: "run-7", agentId: "shopper" }, () =>
+      pay({ orderId: order, amountMinor: 2990, note: "first try" }),
+    );
+    // The model re-issued the call with a different free-text note: same intent, same key.
+    const again = await withCallContext({ triggerSource: "llm", traceId: "run-7", agentId: "shopper" }, () =>
+      pay({ orderId: order, amountMinor: 2990, note: "retrying because it looked slow" }),
+    );
+    assert.deepEqual(again, first);
+    assert.equal(gateway.count(order), 1);
+    const rows = await adminQuery(
+      "SELECT trigger_source, outcome, trace_id, agent_id, tool, biz_id FROM idem.attempts WHERE idempotency_key = $1 ORDER BY id",
+      [stableKey("payment", order, "pay")],
+    );
+    assert.deepEqual(rows, [
+      { trigger_source: "initial", outcome: "executed", trace_id: "run-7", agent_id: "shopper", tool: "pay", biz_id: order },
+      { trigger_source: "llm", outcome: "replayed", trace_id: "run-7", agent_id: "shopper", tool: "pay", biz_id: order },
+    ]);
+  });
+
+  test("the wrapped tool rejects with do-not-retry errors", async () => {
+    const declined = guard.tool({ bizType: "payment", bizId: "orderId", tool: "pay" }, async (_args: { orderId: string }) => {
+      throw new BusinessFailure("insufficient balance");
+    });
+    const order = unique("deco-fail");
+    await assert.rejects(declined({ orderId: order }), FinalFailure);
+    await assert.rejects(declined({ orderId: order }, { triggerSource: "llm" }), (err: any) => err instanceof FinalFailure && err.replayed);
+  });
+});

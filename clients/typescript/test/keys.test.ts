@@ -1,0 +1,47 @@
+// stableKey: one key per business intent, whatever retries it; the same keys as the Python client.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { MAX_KEY_LENGTH, stableKey } from "../src";
+
+test("the same intent gives the same key every time", () => {
+  assert.equal(stableKey("payment", "order-42", "pay"), stableKey("payment", "order-42", "pay", 1));
+  assert.equal(stableKey("payment", "order-42", "pay"), "payment/order-42:pay:1");
+});
+
+test("a business attempt is a new key, a retry is not", () => {
+  assert.notEqual(stableKey("payment", "order-42", "pay", 1), stableKey("payment", "order-42", "pay", 2));
+});
+
+test("separators in the parts cannot make two intents one key", () => {
+  assert.notEqual(stableKey("payment", "a:b", "c"), stableKey("payment", "a", "b:c"));
+  assert.notEqual(stableKey("pay/ment", "x", "t"), stableKey("pay", "ment/x", "t"));
+  assert.notEqual(stableKey("payment", "100%3A", "t"), stableKey("payment", "100:", "t"));
+});
+
+test("a long business id keeps a readable prefix and fits the schema", () => {
+  const longId = "x".repeat(300);
+  const key = stableKey("payment", longId, "pay");
+  assert.equal(key.length, MAX_KEY_LENGTH);
+  assert.ok(key.startsWith("payment/xxx"));
+  assert.equal(key, stableKey("payment", longId, "pay"));
+  assert.notEqual(key, stableKey("payment", longId + "y", "pay"));
+});
+
+test("the long form matches the Python client's, byte for byte", () => {
+  // The same pinned value as clients/python/tests/test_keys.py.
+  const key = stableKey("payment", "é".repeat(300), "pay");
+  assert.equal(Array.from(key).length, MAX_KEY_LENGTH);
+  assert.equal(key, "payment/" + "é".repeat(182) + "~3ae18829a6863e08e2b8f0da7c0e3b0b63473d41259f1d79b50e1a60c50dc922");
+});
+
+test("attempt must be stated as a positive integer", () => {
+  for (const bad of [0, -1, 1.5, NaN, "1" as unknown as number]) {
+    assert.throws(() => stableKey("payment", "o", "pay", bad), TypeError, String(bad));
+  }
+});
+
+test("blank parts are refused", () => {
+  assert.throws(() => stableKey("payment", " ", "pay"), TypeError);
+  assert.throws(() => stableKey("", "o", "pay"), TypeError);
+});
