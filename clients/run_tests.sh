@@ -90,7 +90,13 @@ run_python() {
 run_typescript() {
   # Built in WORK_DIR (the build tree), never in the checkout: concurrent runs from other build
   # trees must not share node_modules or dist.
-  local src=$here/typescript dst=$work/typescript
+  local src=$here/typescript dst=$work/typescript tool
+  for tool in node npm; do
+    command -v "$tool" >/dev/null || {
+      echo "$tool not found (Debian: apt-get install nodejs npm)" >&2
+      return 1
+    }
+  done
   mkdir -p "$dst"
   rm -rf "$dst/src" "$dst/test" "$dst/examples" "$dst/dist"
   cp -R "$src/src" "$src/test" "$src/examples" "$src/package.json" "$src/package-lock.json" \

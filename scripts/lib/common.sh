@@ -11,6 +11,7 @@ IDEMWATCH_PACKAGES=(
   postgresql postgresql-contrib
   prometheus xvfb openssl curl shellcheck
 )
+IDEMWATCH_PACKAGES+=(nodejs python3-psycopg); command -v npm >/dev/null 2>&1 || IDEMWATCH_PACKAGES+=(npm) # clients/; NodeSource's nodejs ships npm and conflicts with Debian's
 
 say() { printf '==> %s\n' "$*" >&2; }
 

@@ -29,6 +29,13 @@ class StableKeyTest(unittest.TestCase):
         self.assertEqual(key, stable_key("payment", long_id, "pay"))
         self.assertNotEqual(key, stable_key("payment", long_id + "y", "pay"))
 
+    def test_the_long_form_matches_the_typescript_clients_byte_for_byte(self):
+        # The same pinned value as clients/typescript/test/keys.test.ts.
+        self.assertEqual(
+            stable_key("payment", "é" * 300, "pay"),
+            "payment/" + "é" * 182 + "~3ae18829a6863e08e2b8f0da7c0e3b0b63473d41259f1d79b50e1a60c50dc922",
+        )
+
     def test_attempt_must_be_stated_as_a_positive_integer(self):
         for bad in (0, -1, "1", 1.0, True, None):
             with self.assertRaises(ValueError, msg=repr(bad)):
