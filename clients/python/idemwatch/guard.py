@@ -39,7 +39,7 @@ import psycopg
 
 from . import errors
 from .keys import stable_key
-from .protocol import DEFAULT_LEASE, BeginResult, ChangeResult, Claim, Protocol
+from .protocol import DEFAULT_LEASE, BeginResult, Claim, Protocol
 from .vocabulary import Outcome, RecordStatus, ResultCode, TriggerSource
 
 
@@ -128,13 +128,15 @@ def default_classify(exc: BaseException) -> Failure:
     return Failure.UNKNOWN
 
 
-Connector = Union[str, Callable[[], psycopg.Connection]]
+Connector = Union[str, Callable[[], psycopg.Connection], Any]
 
 
 class Guard:
-    """Runs tool calls under the protocol. Thread-safe: one autocommit connection per thread.
+    """Runs tool calls under the protocol. Thread-safe.
 
-    `connect` is a libpq DSN or a function returning a new connection (autocommit recommended).
+    `connect` is one of: a libpq DSN or a function returning a new connection (the guard keeps one
+    connection per thread), or a pool with psycopg_pool's `connection()` context manager (each
+    protocol step borrows a connection; none is held while the tool body runs).
     `classify` maps a tool body's exception to how it is reported (default: `default_classify`);
     return None from it to fall back to the default.
     """
@@ -146,9 +148,12 @@ class Guard:
         lease: datetime.timedelta = DEFAULT_LEASE,
         classify: Optional[Callable[[BaseException], Optional[Failure]]] = None,
     ):
+        self._pool = None
         if isinstance(connect, str):
             dsn = connect
             self._connect: Callable[[], psycopg.Connection] = lambda: psycopg.connect(dsn, autocommit=True)
+        elif callable(getattr(connect, "connection", None)):
+            self._pool = connect
         else:
             self._connect = connect
         self.lease = lease
@@ -157,12 +162,18 @@ class Guard:
 
     # --- connections --------------------------------------------------------------------------------
 
-    def _protocol(self) -> Protocol:
+    @contextlib.contextmanager
+    def session(self) -> Iterator[Protocol]:
+        """The protocol on a connection for one step (claim, or report)."""
+        if self._pool is not None:
+            with self._pool.connection() as conn:
+                yield Protocol(conn)
+            return
         conn = getattr(self._local, "connection", None)
         if conn is None or conn.closed or conn.broken:
             conn = self._connect()
             self._local.connection = conn
-        return Protocol(conn)
+        yield Protocol(conn)
 
     def close(self) -> None:
         """Closes this thread's connection (others close when their thread's Guard use ends)."""
@@ -178,35 +189,34 @@ class Guard:
         where = dict(key=call.key, tool=call.tool)
         subject = f"{call.tool} for {call.biz_type} {call.biz_id}"
         try:
-            protocol = self._protocol()
-            begun = protocol.begin(
-                call.key,
-                call.biz_type,
-                call.biz_id,
-                call.tool,
-                trigger_source=call.context.trigger_source,
-                payload=call.payload,
-                request_hash=call.request_hash,
-                lease=call.lease,
-                agent_id=call.context.agent_id,
-                trace_id=call.context.trace_id,
-            )
+            with self.session() as protocol:
+                begun = protocol.begin(
+                    call.key,
+                    call.biz_type,
+                    call.biz_id,
+                    call.tool,
+                    trigger_source=call.context.trigger_source,
+                    payload=call.payload,
+                    request_hash=call.request_hash,
+                    lease=call.lease,
+                    agent_id=call.context.agent_id,
+                    trace_id=call.context.trace_id,
+                )
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             # The layer is unreachable. Any other database error (a bound, a missing grant) is a
             # deterministic refusal of this request and is raised as it is.
-            return self._ended(
-                call,
-                None,
-                errors.Unavailable(
-                    f"{subject}: the idempotency layer could not claim key {call.key!r} ({exc}); "
-                    "nothing was sent, the same call may be retried",
-                    **where,
-                ),
+            unavailable = errors.Unavailable(
+                f"{subject}: the idempotency layer could not claim key {call.key!r} ({exc}); "
+                "nothing was sent, the same call may be retried",
+                **where,
             )
+            return ToolResult(call.key, None, False, None, unavailable)
 
         if begun.outcome is Outcome.EXECUTED:
-            return self._execute(protocol, call, begun, body, subject)
-        return self._ended(call, begun.outcome, self._not_executed(begun, subject, where), response=begun)
+            return self._execute(call, begun, body, subject)
+        error = self._not_executed(begun, subject, where)
+        response = begun.response_payload if error is None else None
+        return ToolResult(call.key, begun.outcome, False, response, error)
 
     def _not_executed(self, begun: BeginResult, subject: str, where: dict) -> Optional[errors.IdemError]:
         status = begun.status
@@ -254,15 +264,7 @@ class Guard:
             **where,
         )
 
-    def _ended(
-        self, call: ToolCall, outcome: Optional[Outcome], error: Optional[errors.IdemError], response: Any = None
-    ) -> ToolResult:
-        payload = response.response_payload if isinstance(response, BeginResult) and error is None else None
-        return ToolResult(call.key, outcome, False, payload, error)
-
-    def _execute(
-        self, protocol: Protocol, call: ToolCall, begun: BeginResult, body: Callable[[], Any], subject: str
-    ) -> ToolResult:
+    def _execute(self, call: ToolCall, begun: BeginResult, body: Callable[[], Any], subject: str) -> ToolResult:
         claim = Claim(call.key, int(begun.version), str(begun.claim_token))
         where = dict(key=call.key, tool=call.tool)
         try:
@@ -270,7 +272,7 @@ class Guard:
         except BaseException as exc:  # noqa: BLE001 - every ending of the body must be reported
             failure = (self._classify(exc) if self._classify else None) or default_classify(exc)
             reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            error = self._report_failure(protocol, claim, failure, reason, subject, where)
+            error = self._report_failure(claim, failure, reason, subject, where)
             if not isinstance(exc, Exception):
                 raise  # KeyboardInterrupt, SystemExit: reported as unknown, then let through
             error.__cause__ = exc
@@ -278,11 +280,12 @@ class Guard:
 
         stored = _as_json(response)
         try:
-            report = protocol.complete(claim.key, claim.version, stored, claim.token)
-            if report.result is ResultCode.CONFLICT and report.status is RecordStatus.UNKNOWN and report.version:
-                # The lease ran out while downstream answered and the sweeper made it UNKNOWN: the
-                # claimant's late answer is still the answer (UNKNOWN -> SUCCESS by the claimant).
-                report = protocol.complete(claim.key, report.version, stored, claim.token)
+            with self.session() as protocol:
+                report = protocol.complete(claim.key, claim.version, stored, claim.token)
+                if report.result is ResultCode.CONFLICT and report.status is RecordStatus.UNKNOWN and report.version:
+                    # The lease ran out while downstream answered and the sweeper made it UNKNOWN:
+                    # the claimant's late answer is still the answer (UNKNOWN -> SUCCESS by it).
+                    report = protocol.complete(claim.key, report.version, stored, claim.token)
         except psycopg.Error as exc:
             return ToolResult(
                 call.key,
@@ -315,21 +318,22 @@ class Guard:
         )
 
     def _report_failure(
-        self, protocol: Protocol, claim: Claim, failure: Failure, reason: str, subject: str, where: dict
+        self, claim: Claim, failure: Failure, reason: str, subject: str, where: dict
     ) -> errors.IdemError:
         try:
-            if failure is Failure.UNKNOWN:
-                report = protocol.mark_unknown(claim.key, claim.version, reason, claim.token)
-                # Already UNKNOWN (the sweeper was first) is the state we asked for.
-                recorded = report.ok or (
-                    report.result is ResultCode.CONFLICT and report.status is RecordStatus.UNKNOWN
-                )
-            else:
-                retry = failure is Failure.NOT_SENT
-                report = protocol.fail(claim.key, claim.version, reason, claim.token, retry_allowed=retry)
-                recorded = report.ok
+            with self.session() as protocol:
+                if failure is Failure.UNKNOWN:
+                    report = protocol.mark_unknown(claim.key, claim.version, reason, claim.token)
+                    # Already UNKNOWN (the sweeper was first) is the state we asked for.
+                    recorded = report.ok or (
+                        report.result is ResultCode.CONFLICT and report.status is RecordStatus.UNKNOWN
+                    )
+                else:
+                    retry = failure is Failure.NOT_SENT
+                    report = protocol.fail(claim.key, claim.version, reason, claim.token, retry_allowed=retry)
+                    recorded = report.ok
         except psycopg.Error as exc:
-            report, recorded, reason = None, False, f"{reason}; reporting it failed: {exc}"
+            recorded, reason = False, f"{reason}; reporting it failed: {exc}"
 
         if failure is Failure.UNKNOWN or not recorded:
             # Not recorded as a failure: the lease runs out and the record becomes UNKNOWN, the same

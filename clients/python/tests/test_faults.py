@@ -8,7 +8,6 @@ import random
 import threading
 import unittest
 
-import idemwatch
 from idemwatch import CallContext, Guard, ResponseTimeout, ToolCall, TriggerSource, stable_key
 
 from .support import WRITER_DSN, Gateway, rows, scalar, unique
@@ -78,8 +77,7 @@ class FaultTest(unittest.TestCase):
 
         # The gateway's webhooks: the ledger line, then the callback re-drives the tool call.
         guard = Guard(WRITER_DSN)
-        with guard._protocol().connection as conn:
-            protocol = idemwatch.Protocol(conn)
+        with guard.session() as protocol:
             for order, ref in webhook_queue:
                 protocol.record_fund_flow("payment", order, "DEBIT", 2990, "CNY", ref, stable_key("payment", order, "pay"))
         guard.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import threading
 import time
@@ -323,6 +324,36 @@ class GuardTest(unittest.TestCase):
                 Protocol(conn).begin(
                     unique("k"), "payment", unique("o"), "pay", trigger_source="initial", payload={}
                 )
+
+    def test_a_pool_lends_a_connection_per_step_and_none_while_the_body_runs(self):
+        class Pool:  # the shape of psycopg_pool.ConnectionPool: connection() commits and gives back
+            def __init__(self):
+                self.lent = 0
+                self.borrows = 0
+
+            @contextlib.contextmanager
+            def connection(self):
+                self.lent += 1
+                self.borrows += 1
+                with psycopg.connect(WRITER_DSN) as conn:  # not autocommit, as a pool's default
+                    yield conn
+                self.lent -= 1
+
+        pool = Pool()
+        guard = Guard(pool)
+        order = unique("pool")
+        lent_during_body = []
+
+        def body():
+            lent_during_body.append(pool.lent)
+            return self.gateway.charge(order, 2990)
+
+        self.assertTrue(guard.run(payment(order), body).ok)
+        self.assertEqual(lent_during_body, [0])
+        self.assertEqual(pool.borrows, 2)  # begin, complete: each its own committed step
+        self.assertEqual(status_of(stable_key("payment", order, "pay")), "SUCCESS")
+        self.assertEqual(guard.run(payment(order, TriggerSource.LLM), body).outcome, Outcome.REPLAYED)
+        self.assertEqual(self.gateway.count(order), 1)
 
     def test_the_writer_role_has_protocol_rights_only(self):
         # The guard's tests run as this role: it can call begin but not read or write the tables.
