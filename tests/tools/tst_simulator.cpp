@@ -1,7 +1,9 @@
-// The simulator's traffic against a real database: the seeds' fault test (drop 20% of successful
-// responses, clients retry with the same key: charges : orders stays exactly 1 : 1), the buggy
-// downstream showing up as duplicate fund flows, every case of the product produced, and the same
-// seed planning the same traffic.
+// The simulator's traffic against a real database (schema contract v2): the seeds' fault test (drop
+// 20% of successful responses, clients retry with the same key from every source: charges : orders
+// stays exactly 1 : 1), also with an operator settling stuck records and reconcile running during
+// the run; careless clients trying every hole v2 closes, each refused, with no extra charge; a
+// re-run after retention answered `retired`; the buggy downstream showing up as duplicate fund
+// flows, every case of the product produced, and the same seed planning the same traffic.
 #include <QtTest>
 
 #include "plan.hpp"
@@ -20,7 +22,8 @@ sim::SimulationConfig quietConfig(const test::TestDatabase& db) {
   c.seed = 42;
   c.operations = 600;
   c.runId = "t";
-  c.responseLossRate = 0; c.crashRate = 0; c.declineRate = 0;
+  c.responseLossRate = 0; c.crashRate = 0; c.declineRate = 0; c.refusedRate = 0;
+  c.carelessRate = 0;
   c.llmRetryRate = 0; c.frameworkRetryRate = 0; c.httpRetryRate = 0; c.callbackRate = 0;
   c.mismatchRate = 0; c.newKeyRate = 0; c.concurrentDuplicateRate = 0; c.doubleChargeRate = 0;
   return c;
@@ -64,6 +67,110 @@ class TestSimulator : public QObject {
     QCOMPARE(s.charges, charges);
   }
 
+  // The fault test with the people and the cron jobs of a deployment running during it, each
+  // under its own role: an operator settles stuck records (SUCCESS where money moved, FAILED where
+  // nothing did) and idem.reconcile() resolves what the ledger proves. Agents that die after the
+  // charge leave PROCESSING records past their lease for them. Still one charge per order.
+  void faultTestWithOperatorAndReconcileStillChargesOncePerOrder() {
+    sim::SimulationConfig c = quietConfig(*db_);
+    c.connection.dsn = db_->dsnAs(db_->createLoginRole("agent", "idem_writer"));
+    c.operatorConnection.dsn = db_->dsnAs(db_->createLoginRole("alice", "idem_operator"));
+    c.reconcilerConnection.dsn = db_->dsnAs(db_->createLoginRole("recon", "idem_reconciler"));
+    c.bizTypes = {"payment"};
+    c.operations = 1000;
+    c.responseLossRate = 0.2;
+    c.crashRate = 0.05;
+    c.crashBeforeChargeShare = 0;  // every crash after the charge: money moved, no SUCCESS
+    c.httpRetryRate = 0.5;
+    c.llmRetryRate = 0.3;
+    c.frameworkRetryRate = 0.3;
+    c.callbackRate = 0.3;
+    c.concurrentDuplicateRate = 0.1;
+    c.callbackResolvesUnknownRate = 0.5;
+    c.lease = std::chrono::milliseconds(1000);
+    c.settleEvery = std::chrono::milliseconds(30);
+    c.reconcileEvery = std::chrono::milliseconds(70);
+    const sim::SimulationSummary s = sim::simulate(c, stop_);
+    qInfo().noquote() << s.render().c_str();
+    QCOMPARE(s.errors, 0LL);
+    const long long orders = db_->scalar("SELECT count(DISTINCT biz_id) FROM idem.records");
+    const long long charges = db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'");
+    QCOMPARE(orders, 1000LL);
+    QCOMPARE(charges, orders);  // 1 : 1, exactly
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id HAVING count(*) <> 1) x"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), orders);
+    // The operator and the reconciler did decide records while the agents ran, under their roles.
+    QVERIFY(s.reconciled + s.settledSuccess > 0);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'reconciler'"), (long long)s.reconciled);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator'"), (long long)(s.settledSuccess + s.settledFailed));
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator' AND actor NOT LIKE '%alice%'"), 0LL);
+    // Every money-moved decision was SUCCESS: nobody declared a charged order FAILED.
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records r JOIN idem.money_position m USING (biz_type, biz_id) WHERE m.money_moved AND r.status = 'FAILED'"), 0LL);
+    QCOMPARE(s.charges, charges);
+  }
+
+  // A share of careless clients tries every hole of issue 8; the database refuses each one, and
+  // the ledger shows not one extra charge (a hole left open would book one under its own
+  // gateway reference).
+  void carelessClientsAreRefusedEveryHoleAndChargeNothingExtra() {
+    sim::SimulationConfig c = quietConfig(*db_);
+    c.connection.dsn = db_->dsnAs(db_->createLoginRole("careless", "idem_writer"));
+    c.bizTypes = {"payment", "coupon"};
+    c.operations = 600;
+    c.carelessRate = 0.5;
+    c.responseLossRate = 0.25;
+    c.declineRate = 0.15;
+    c.httpRetryRate = 0.3;
+    c.callbackResolvesUnknownRate = 0.5;
+    const sim::SimulationSummary s = sim::simulate(c, stop_);
+    const std::string summary = s.render();
+    qInfo().noquote() << summary.c_str();
+    QCOMPARE(s.errors, 0LL);
+    for (sim::CarelessHole hole : sim::kCarelessHoles) {
+      if (hole == sim::CarelessHole::RebeginRetired) continue;  // needs retention: its own test
+      QVERIFY2(s.holes.contains(hole) && s.holes.at(hole).tried > 10, sim::describe(hole));
+      QCOMPARE(s.holes.at(hole).refused, s.holes.at(hole).tried);
+    }
+    QCOMPARE(s.holesOpen(), 0LL);
+    QVERIFY2(summary.find("careless clients") != std::string::npos, summary.c_str());
+    QVERIFY2(summary.find("OPEN") == std::string::npos, summary.c_str());
+    // No extra charge: one DEBIT per paid order, none for a declined one, none under a careless ref.
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE external_ref ~ '-1[0-9]$'"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id HAVING count(*) > 1) x"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows f JOIN idem.records r USING (biz_type, biz_id) WHERE r.status = 'FAILED'"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'"), s.charges);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"),
+             db_->scalar("SELECT count(*) FROM idem.records"));
+    // The strangers' responses never replaced a claimant's.
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE response_payload->>'gateway_ref' = 'stranger'"), 0LL);
+    // Declined cards are final: retries were handed the failure back.
+    QVERIFY(s.finalFailuresReplayed >= s.declines);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'FAILED' AND retry_allowed"), 0LL);
+  }
+
+  // After retention, yesterday's traffic replayed (retries that come back days later) is answered
+  // `retired`, and a careless client's fresh key for a paid order is `rejected`: nothing runs.
+  void trafficReplayedAfterRetentionIsRetiredAndChargesNothing() {
+    sim::SimulationConfig c = quietConfig(*db_);
+    c.bizTypes = {"payment"};
+    c.operations = 200;
+    const sim::SimulationSummary first = sim::simulate(c, stop_);
+    QCOMPARE(first.charges, 200LL);
+    QTest::qWait(20);
+    QCOMPARE(db_->scalar("SELECT tombstones_written FROM idem.purge('1 millisecond')"), 200LL);
+    c.carelessRate = 1.0;
+    const sim::SimulationSummary again = sim::simulate(c, stop_);
+    QCOMPARE(again.errors, 0LL);
+    QCOMPARE(again.charges, 0LL);
+    QCOMPARE(again.attempts.at({TriggerSource::Initial, Outcome::Retired}), 200LL);
+    QVERIFY(!again.attempts.contains({TriggerSource::Initial, Outcome::Executed}));
+    const sim::HoleCount retired = again.holes.at(sim::CarelessHole::RebeginRetired);
+    QCOMPARE(retired.tried, 400LL);  // the key again, then a fresh key, for each order
+    QCOMPARE(retired.refused, retired.tried);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows"), 200LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records"), 0LL);
+  }
+
   void buggyDownstreamShowsUpAsDuplicateFundFlows() {
     sim::SimulationConfig c = quietConfig(*db_);
     c.bizTypes = {"payment"};
@@ -93,6 +200,7 @@ class TestSimulator : public QObject {
       QVERIFY2(db_->scalar("SELECT count(*) FROM idem.attempts WHERE trigger_source = '" + std::string(format(source)) + "'") > 0, format(source).data());
     }
     for (Outcome outcome : allValues<Outcome>()) {
+      if (outcome == Outcome::Retired) continue;  // only after retention: its own test
       QVERIFY2(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = '" + std::string(format(outcome)) + "'") > 0, format(outcome).data());
     }
     // Client-side counts per source and outcome equal the table's.
@@ -103,7 +211,9 @@ class TestSimulator : public QObject {
     QTest::qWait(250);
     QVERIFY(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'PROCESSING' AND lease_expires_at < now()") > 0);  // crashes
     QVERIFY(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'UNKNOWN'") > 0);      // lost responses
-    QVERIFY(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'FAILED'") > 0);  // declines re-run
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'FAILED'") > 0);  // refused connections re-run
+    QVERIFY(s.finalFailuresReplayed > 0);  // declined cards: final, the retry is replayed
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows f JOIN idem.records r USING (biz_type, biz_id) WHERE r.status = 'FAILED' AND r.retry_allowed = false"), 0LL);
     QVERIFY(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL") > 0);
     QVERIFY(db_->scalar("SELECT count(DISTINCT biz_type) FROM idem.records") == 3);
     // Money moved without a SUCCESS record (crash after charge): what reconciliation looks for.

@@ -52,11 +52,11 @@ void Agent::downstreamLatency() const {
 }
 
 // The downstream books the money; the buggy one books it twice under two references.
-void Agent::charge(const OperationPlan& plan, const std::string& key) {
+void Agent::charge(const OperationPlan& plan, const std::string& key, bool careless) {
   downstreamLatency();
   if (!plan.flowKind) return;
   const int times = plan.doubleCharge ? 2 : 1;
-  for (int n = 1; n <= times; ++n) {
+  for (int n = careless ? 11 : 1; n <= (careless ? 10 : 0) + times; ++n) {
     const FundFlowResult r =
         client().recordFundFlow({plan.bizType, plan.bizId, *plan.flowKind, plan.amountMinor, "CNY",
                                  plan.gatewayRef(n), key});
@@ -245,7 +245,7 @@ void Agent::tryFailUnknown(const OperationPlan& plan, const Claim& unknown) {
   const BeginResult again = begin(plan, TriggerSource::Framework);
   const bool beginRefused = again.outcome != Outcome::Executed;
   if (!beginRefused && again.claimToken) {  // the hole is open: it charges again
-    charge(plan, unknown.key);
+    charge(plan, unknown.key, true);
     client().complete(unknown.key, *again.version, plan.responsePayload(2), *again.claimToken);
   }
   count(CarelessHole::FailUnknownWithoutToken, failRefused && beginRefused);
@@ -255,7 +255,7 @@ void Agent::tryBegin(const OperationPlan& plan, CarelessHole hole, const std::st
   const BeginResult r = begin(plan, TriggerSource::Llm, false, key);
   const bool refused = r.outcome != Outcome::Executed;
   if (!refused && r.claimToken) {  // the hole is open: the careless client charges again
-    charge(plan, key);
+    charge(plan, key, true);
     client().complete(key, *r.version, plan.responsePayload(2), *r.claimToken);
   }
   count(hole, refused);

@@ -34,7 +34,9 @@ class Agent {
   // The claimant's complete; on conflict or not_claimant it re-reads instead of re-running.
   void complete(const OperationPlan& plan, const Claim& claim);
   void reread(const OperationPlan& plan, const std::string& key);
-  void charge(const OperationPlan& plan, const std::string& key);
+  // `careless`: a charge through a hole the database left open, under gateway references of its
+  // own, so that the ledger shows it as the extra charge it is.
+  void charge(const OperationPlan& plan, const std::string& key, bool careless = false);
   void downstreamLatency() const;
 
   // The careless client's tries; each counts tried / refused. A hole the database left open is
