@@ -5,6 +5,7 @@
 # IDEMWATCH_TEST_DSN is set, else a private one under /tmp. The database, the role and a private
 # cluster are removed on every exit path.
 #   clients/run_tests.sh python|typescript IDEMCTL WORK_DIR
+# With IDEMWATCH_CLIENT_BENCH=N it runs the client's overhead benchmark (N calls per series) instead.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 lang=${1:?usage: run_tests.sh python|typescript IDEMCTL WORK_DIR}
@@ -84,6 +85,10 @@ run_python() {
     return 1
   fi
   cd "$here/python"
+  if [ -n "${IDEMWATCH_CLIENT_BENCH:-}" ]; then
+    PYTHONDONTWRITEBYTECODE=1 "$python" bench/overhead.py "$IDEMWATCH_CLIENT_BENCH"
+    return
+  fi
   PYTHONDONTWRITEBYTECODE=1 "$python" -m unittest discover -s tests -t . -v
 }
 
@@ -98,15 +103,19 @@ run_typescript() {
     }
   done
   mkdir -p "$dst"
-  rm -rf "$dst/src" "$dst/test" "$dst/examples" "$dst/dist"
-  cp -R "$src/src" "$src/test" "$src/examples" "$src/package.json" "$src/package-lock.json" \
-    "$src/tsconfig.json" "$dst/"
+  rm -rf "$dst/src" "$dst/test" "$dst/examples" "$dst/bench" "$dst/dist"
+  cp -R "$src/src" "$src/test" "$src/examples" "$src/bench" "$src/package.json" \
+    "$src/package-lock.json" "$src/tsconfig.json" "$dst/"
   cd "$dst"
   if ! cmp -s package-lock.json node_modules/.idemwatch-lock 2>/dev/null; then
     npm ci --no-audit --no-fund --loglevel=error
     cp package-lock.json node_modules/.idemwatch-lock
   fi
   node_modules/.bin/tsc -p tsconfig.json
+  if [ -n "${IDEMWATCH_CLIENT_BENCH:-}" ]; then
+    node dist/bench/overhead.js "$IDEMWATCH_CLIENT_BENCH"
+    return
+  fi
   node --test dist/test/*.test.js
 }
 

@@ -1,0 +1,73 @@
+// What the guard costs per wrapped call, against the bare protocol from the same language.
+//
+//   IDEMWATCH_CLIENT_HOST=... IDEMWATCH_CLIENT_PORT=... IDEMWATCH_CLIENT_DATABASE=... \
+//   IDEMWATCH_CLIENT_USER=... node dist/bench/overhead.js [CALLS]
+//
+// Three series over CALLS new keys each (default 10,000), one connection, median and p99 in
+// microseconds: a bare `SELECT * FROM idem.begin(...)`; bare begin + complete (the least a correct
+// caller sends); the guarded call with an empty body (begin + complete through Guard.run).
+import { randomUUID } from "node:crypto";
+import { Client } from "pg";
+
+import { BEGIN_SQL, COMPLETE_SQL, Guard } from "../src";
+
+function percentile(samples: number[], p: number): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.round((p / 100) * (sorted.length - 1)))];
+}
+
+async function main(calls: number) {
+  const env = process.env;
+  const client = new Client({
+    host: env.IDEMWATCH_CLIENT_HOST,
+    port: Number(env.IDEMWATCH_CLIENT_PORT),
+    database: env.IDEMWATCH_CLIENT_DATABASE,
+    user: env.IDEMWATCH_CLIENT_USER,
+  });
+  await client.connect();
+  const run = randomUUID().slice(0, 8);
+  const payload = JSON.stringify({ amount_minor: 2990, currency: "CNY" });
+  const guard = new Guard(client);
+
+  const series: Array<[string, (i: number) => Promise<unknown>]> = [
+    [
+      "bare begin",
+      (i) => {
+        const key = `bench-${run}-b-${i}`;
+        return client.query(BEGIN_SQL, [key, "bench", key, "pay", null, "initial", payload, "30 seconds", null, null]);
+      },
+    ],
+    [
+      "bare begin+complete",
+      async (i) => {
+        const key = `bench-${run}-c-${i}`;
+        const { rows } = await client.query(BEGIN_SQL, [key, "bench", key, "pay", null, "initial", payload, "30 seconds", null, null]);
+        await client.query(COMPLETE_SQL, [key, rows[0].version, '{"ok": true}', rows[0].claim_token]);
+      },
+    ],
+    [
+      "guarded call",
+      async (i) => {
+        const key = `bench-${run}-g-${i}`;
+        (await guard.run({ key, bizType: "bench", bizId: key, tool: "pay", payload: { amount_minor: 2990, currency: "CNY" } }, () => ({ ok: true }))).unwrap();
+      },
+    ],
+  ];
+  for (const [name, fn] of series) {
+    for (let i = 0; i < Math.min(500, calls); i++) await fn(-1 - i); // warm-up
+    const samples: number[] = [];
+    for (let i = 0; i < calls; i++) {
+      const start = process.hrtime.bigint();
+      await fn(i);
+      samples.push(Number(process.hrtime.bigint() - start) / 1000);
+    }
+    const median = percentile(samples, 50);
+    console.log(`node    ${name.padEnd(22)} median ${median.toFixed(1).padStart(8)} us   p99 ${percentile(samples, 99).toFixed(1).padStart(8)} us`);
+  }
+  await client.end();
+}
+
+main(Number(process.argv[2] ?? 10_000)).catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});
