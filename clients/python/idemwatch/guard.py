@@ -265,7 +265,7 @@ class Guard:
         )
 
     def _execute(self, call: ToolCall, begun: BeginResult, body: Callable[[], Any], subject: str) -> ToolResult:
-        claim = Claim(call.key, int(begun.version), str(begun.claim_token))
+        claim = Claim(call.key, int(begun.version), begun.claim_token)
         where = dict(key=call.key, tool=call.tool)
         try:
             response = body()
@@ -278,15 +278,15 @@ class Guard:
             error.__cause__ = exc
             return ToolResult(call.key, Outcome.EXECUTED, True, None, error)
 
-        stored = _as_json(response)
         try:
+            stored = _as_json(response)
             with self.session() as protocol:
                 report = protocol.complete(claim.key, claim.version, stored, claim.token)
                 if report.result is ResultCode.CONFLICT and report.status is RecordStatus.UNKNOWN and report.version:
                     # The lease ran out while downstream answered and the sweeper made it UNKNOWN:
                     # the claimant's late answer is still the answer (UNKNOWN -> SUCCESS by it).
                     report = protocol.complete(claim.key, report.version, stored, claim.token)
-        except psycopg.Error as exc:
+        except Exception as exc:  # noqa: BLE001 - after the side effect, nothing may turn into a re-run
             return ToolResult(
                 call.key,
                 Outcome.EXECUTED,

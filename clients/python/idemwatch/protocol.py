@@ -61,7 +61,7 @@ class Claim:
 
     key: str
     version: int
-    token: str
+    token: Optional[str]  # None only if the server gave none: every report is then not_claimant
 
 
 @dataclasses.dataclass(frozen=True)

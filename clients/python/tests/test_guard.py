@@ -277,6 +277,23 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(status_of(call.key), "FAILED")
         self.assertEqual(len(calls), 1)
 
+    def test_a_response_that_cannot_be_stored_is_not_recorded_and_never_rerun(self):
+        order = unique("unstorable")
+        calls = []
+
+        def body():
+            calls.append(1)
+            answer = {"gateway_ref": "gw-x"}
+            answer["self"] = answer  # not JSON
+            return answer
+
+        result = self.guard.run(payment(order), body)
+        self.assertIsInstance(result.error, idemwatch.NotRecorded)
+        self.assertIs(result.error.response["self"], result.error.response)
+        retry = self.guard.run(payment(order, TriggerSource.LLM), body)
+        self.assertIsInstance(retry.error, idemwatch.InProgress)
+        self.assertEqual(len(calls), 1)
+
     def test_same_key_with_a_different_request_is_a_payload_mismatch(self):
         order = unique("mismatch")
         self.assertTrue(self.guard.run(payment(order), self.charge(order)).ok)

@@ -187,7 +187,7 @@ export class Guard {
   }
 
   private async execute<T>(call: ToolCall, begun: BeginResult, body: Body<T>, subject: string): Promise<ToolResult<T>> {
-    const claim: Claim = { key: call.key, version: begun.version as number, token: begun.claimToken as string };
+    const claim: Claim = { key: call.key, version: begun.version as number, token: begun.claimToken };
     const where = { key: call.key, tool: call.tool };
     let response: T;
     try {
@@ -198,9 +198,9 @@ export class Guard {
       return new ToolResult<T>(call.key, "executed", true, undefined, error);
     }
 
-    const stored = asJson(response);
     let report;
     try {
+      const stored = asJson(response);
       report = await this.protocol.complete(claim.key, claim.version, stored, claim.token);
       if (report.result === "conflict" && report.status === "UNKNOWN" && report.version !== null) {
         // The lease ran out while downstream answered and the sweeper made it UNKNOWN: the

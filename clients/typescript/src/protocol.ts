@@ -57,7 +57,8 @@ export interface BeginResult {
 export interface Claim {
   key: string;
   version: number;
-  token: string;
+  /** null only if the server gave none: every report is then not_claimant. */
+  token: string | null;
 }
 
 export interface ChangeResult {

@@ -258,6 +258,23 @@ describe("Guard", () => {
     assert.equal(calls, 1);
   });
 
+  test("a response that cannot be stored is not recorded and never rerun", async () => {
+    const order = unique("unstorable");
+    let calls = 0;
+    const body = () => {
+      calls++;
+      const answer: Record<string, unknown> = { gatewayRef: "gw-x" };
+      answer.self = answer; // not JSON
+      return answer;
+    };
+    const result = await guard.run(payment(order), body);
+    assert.ok(result.error instanceof NotRecorded);
+    assert.equal((result.error.response as Record<string, unknown>).gatewayRef, "gw-x");
+    const retry = await guard.run(payment(order, "llm"), body);
+    assert.ok(retry.error instanceof InProgress);
+    assert.equal(calls, 1);
+  });
+
   test("same key with a different request is a payload mismatch", async () => {
     const order = unique("mismatch");
     const gateway = new Gateway();
