@@ -1,5 +1,6 @@
 // Migrations: a fresh database gets the whole schema, a second run changes nothing, an applied
-// migration whose text changed is refused, and a database newer than the program is refused.
+// migration whose text changed is refused, a database newer than the program is refused, and a run
+// can stop at a version (a version-1 database for the upgrade tests, tst_upgrade).
 #include <QtTest>
 
 #include <fstream>
@@ -33,7 +34,13 @@ class TestMigrations : public QObject {
     for (const char* table : {"records", "attempts", "transitions", "fund_flows"}) {
       QCOMPARE(db_->scalar(std::string("SELECT count(*) FROM pg_tables WHERE schemaname = 'idem' AND tablename = '") + table + "'"), 1LL);
     }
-    for (const char* fn : {"begin", "complete", "fail", "mark_unknown", "settle", "expire_leases", "record_fund_flow"}) {
+    for (const char* table : {"retired_keys"}) {
+      QCOMPARE(db_->scalar(std::string("SELECT count(*) FROM pg_tables WHERE schemaname = 'idem' AND tablename = '") + table + "'"), 1LL);
+    }
+    QCOMPARE(db_->scalar("SELECT count(*) FROM pg_views WHERE schemaname = 'idem' AND viewname = 'money_position'"), 1LL);
+    // One signature each: the version-1 ones are gone.
+    for (const char* fn : {"begin", "complete", "fail", "mark_unknown", "settle", "resolve", "reconcile", "expire_leases",
+                           "record_fund_flow", "purge", "purge_retired"}) {
       QCOMPARE(db_->scalar(std::string("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'idem' AND proname = '") + fn + "'"), 1LL);
     }
   }
@@ -76,6 +83,18 @@ class TestMigrations : public QObject {
     QCOMPARE(db_->scalar("SELECT count(*) FROM pg_tables WHERE tablename = 'partial'"), 0LL);
     migrations.pop_back();
     QCOMPARE(migrate(*c, migrations).applied.size(), migrations.size() - 2);
+  }
+
+  void upToStopsAtAVersionAndTheRestFollowsLater() {
+    auto c = db_->connect();
+    const MigrationReport v1 = migrate(*c, bundledMigrations(), MigrateOptions{.upTo = 5});
+    QCOMPARE(v1.applied.size(), std::size_t(5));
+    QCOMPARE(db_->scalar("SELECT max(version) FROM idem.schema_migrations"), 5LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'idem' AND table_name = 'records' AND column_name = 'claim_token_hash'"), 0LL);
+    const MigrationReport v2 = migrate(*c, bundledMigrations());
+    QCOMPARE(v2.applied.size(), bundledMigrations().size() - 5);
+    QCOMPARE(v2.alreadyApplied, 5);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'idem' AND table_name = 'records' AND column_name = 'claim_token_hash'"), 1LL);
   }
 
   void databaseNewerThanProgramIsRefused() {
