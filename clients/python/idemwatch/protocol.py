@@ -1,4 +1,5 @@
-"""The protocol functions of the idem schema as typed calls, one committed statement each.
+"""The protocol functions of the idem schema as typed calls, one committed statement each
+(`Protocol` on a psycopg Connection, `AsyncProtocol` on an AsyncConnection).
 
 This is the thin layer: it says exactly what the database said. `idemwatch.guard` builds the
 correct use of a tool call on top of it; reach for this module directly only for what the guard
@@ -153,5 +154,74 @@ class Protocol:
         return int(row[0]), bool(row[1])
 
     def _change(self, sql: str, params: tuple) -> ChangeResult:
-        row = self._one(sql, params)
-        return ChangeResult(ResultCode(row[0]), _status(row[1]), row[2])
+        return _change(self._one(sql, params))
+
+
+class AsyncProtocol:
+    """The protocol over one psycopg AsyncConnection: the same statements and answers as Protocol."""
+
+    def __init__(self, connection: psycopg.AsyncConnection):
+        self.connection = connection
+
+    async def _one(self, sql: str, params: tuple) -> tuple:
+        conn = self.connection
+        if conn.info.transaction_status != TransactionStatus.IDLE:
+            raise ProtocolMisuse(
+                "the idem protocol needs each call to commit on its own, but the connection is inside "
+                "an open transaction: use an autocommit connection"
+            )
+        if conn.autocommit:
+            return await (await conn.execute(sql, params)).fetchone()
+        async with conn.transaction():
+            return await (await conn.execute(sql, params)).fetchone()
+
+    async def begin(
+        self,
+        key: str,
+        biz_type: str,
+        biz_id: str,
+        tool: str,
+        *,
+        trigger_source: TriggerSource,
+        payload: Any,
+        request_hash: Optional[str] = None,
+        lease: datetime.timedelta = DEFAULT_LEASE,
+        agent_id: Optional[str] = None,
+        trace_id: Optional[str] = None,
+    ) -> BeginResult:
+        source = TriggerSource(trigger_source)
+        row = await self._one(
+            BEGIN_SQL,
+            (key, biz_type, biz_id, tool, request_hash, source.value, Jsonb(payload), lease, agent_id, trace_id),
+        )
+        return BeginResult(Outcome(row[0]), _status(row[1]), row[2], row[3], row[4])
+
+    async def complete(self, key: str, expected_version: int, response: Any, claim_token: Optional[str]) -> ChangeResult:
+        return _change(await self._one(COMPLETE_SQL, (key, expected_version, Jsonb(response), claim_token)))
+
+    async def fail(
+        self, key: str, expected_version: int, error: str, claim_token: Optional[str], retry_allowed: bool = False
+    ) -> ChangeResult:
+        return _change(await self._one(FAIL_SQL, (key, expected_version, error, claim_token, retry_allowed)))
+
+    async def mark_unknown(self, key: str, expected_version: int, reason: str, claim_token: Optional[str]) -> ChangeResult:
+        return _change(await self._one(MARK_UNKNOWN_SQL, (key, expected_version, reason, claim_token)))
+
+    async def record_fund_flow(
+        self,
+        biz_type: str,
+        biz_id: str,
+        kind: str,
+        amount_minor: int,
+        currency: str,
+        external_ref: str,
+        idempotency_key: Optional[str] = None,
+    ) -> tuple[int, bool]:
+        row = await self._one(
+            RECORD_FUND_FLOW_SQL, (biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key)
+        )
+        return int(row[0]), bool(row[1])
+
+
+def _change(row: tuple) -> ChangeResult:
+    return ChangeResult(ResultCode(row[0]), _status(row[1]), row[2])

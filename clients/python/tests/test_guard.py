@@ -163,6 +163,19 @@ class GuardTest(unittest.TestCase):
         self.assertIsInstance(result.error.__cause__, RuntimeError)
         self.assertEqual(status_of(result.key), "UNKNOWN")
 
+    def test_an_interrupt_in_the_body_is_reported_unknown_and_let_through(self):
+        order = unique("interrupt")
+
+        class Interrupt(BaseException):  # stands for KeyboardInterrupt / SystemExit
+            pass
+
+        def body():
+            raise Interrupt()
+
+        with self.assertRaises(Interrupt):
+            self.guard.run(payment(order), body)
+        self.assertEqual(status_of(stable_key("payment", order, "pay")), "UNKNOWN")
+
     def test_a_final_failure_is_handed_back_to_the_retry_instead_of_running_again(self):
         order = unique("declined")
         calls = []

@@ -1,0 +1,202 @@
+"""The one decision procedure of a guarded call, written once for the blocking and the asyncio guard.
+
+`guarded_call` is a generator that never touches a connection: it yields each step it needs (claim
+the key, run the body, report), the driver (`Guard` or `AsyncGuard`) performs the step and sends the
+answer back, or throws the step's exception into it. So what each answer of the protocol leads to is
+decided in this file only:
+
+- executed: the body runs once; its return value is stored (complete) and returned.
+  It raises BusinessFailure -> final fail, the caller gets FinalFailure;
+  NotSent (or ConnectionRefusedError) -> fail(retry_allowed => true), the caller gets RetryableFailure;
+  anything else (a timeout above all) -> mark_unknown, the caller gets OutcomeUnknown.
+- replayed SUCCESS: the stored response; the body does not run.
+- replayed FAILED: FinalFailure with the stored error, for the model; the body does not run.
+- in_progress: InProgress ("do not retry"); retired / rejected / payload_mismatch: Refused.
+- a report answered `conflict` because the lease ran out and the record became UNKNOWN: the
+  claimant reports again at the version the answer carries (its answer came late); the body is
+  never run again. Any other refused report, or an error after the body ran: NotRecorded.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Any, Callable, Generator, Optional
+
+import psycopg
+
+from . import errors
+from .call import Failure, ToolCall, ToolResult, default_classify
+from .protocol import BeginResult, ChangeResult, Claim
+from .vocabulary import Outcome, RecordStatus, ResultCode
+
+
+class Step(enum.Enum):
+    BEGIN = "begin"  # args: the ToolCall
+    BODY = "body"  # args: none; the answer is the body's return value
+    COMPLETE = "complete"  # args: claim, version, stored response
+    FAIL = "fail"  # args: claim, reason, retry_allowed
+    MARK_UNKNOWN = "mark_unknown"  # args: claim, reason
+
+
+Flow = Generator[tuple, Any, ToolResult]
+
+# The layer is unreachable: nothing ran. Any other database error of begin (a bound, a missing
+# grant) is a deterministic refusal of this request and reaches the caller as it is.
+UNREACHABLE = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def guarded_call(call: ToolCall, classify: Optional[Callable[[BaseException], Optional[Failure]]]) -> Flow:
+    where = dict(key=call.key, tool=call.tool)
+    subject = f"{call.tool} for {call.biz_type} {call.biz_id}"
+    try:
+        begun: BeginResult = yield Step.BEGIN, (call,)
+    except UNREACHABLE as exc:
+        unavailable = errors.Unavailable(
+            f"{subject}: the idempotency layer could not claim key {call.key!r} ({exc}); "
+            "nothing was sent, the same call may be retried",
+            **where,
+        )
+        return ToolResult(call.key, None, False, None, unavailable)
+
+    if begun.outcome is not Outcome.EXECUTED:
+        error = not_executed(begun, subject, where)
+        response = begun.response_payload if error is None else None
+        return ToolResult(call.key, begun.outcome, False, response, error)
+
+    claim = Claim(call.key, int(begun.version), begun.claim_token)
+    try:
+        response = yield Step.BODY, ()
+    except BaseException as exc:  # noqa: BLE001 - every ending of the body must be reported
+        failure = (classify(exc) if classify else None) or default_classify(exc)
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        try:
+            if failure is Failure.UNKNOWN:
+                report: ChangeResult = yield Step.MARK_UNKNOWN, (claim, reason)
+                # Already UNKNOWN (the sweeper was first) is the state we asked for.
+                recorded = report.ok or (report.result is ResultCode.CONFLICT and report.status is RecordStatus.UNKNOWN)
+            else:
+                report = yield Step.FAIL, (claim, reason, failure is Failure.NOT_SENT)
+                recorded = report.ok
+        except Exception as report_exc:  # noqa: BLE001 - the record then ends UNKNOWN by its lease
+            recorded, reason = False, f"{reason}; reporting it failed: {report_exc}"
+        error = failure_error(failure, recorded, reason, subject, where)
+        if not isinstance(exc, Exception):
+            raise  # KeyboardInterrupt, SystemExit, a cancelled task: reported, then let through
+        error.__cause__ = exc
+        return ToolResult(call.key, Outcome.EXECUTED, True, None, error)
+
+    try:
+        stored = as_json(response)
+        report = yield Step.COMPLETE, (claim, claim.version, stored)
+        if report.result is ResultCode.CONFLICT and report.status is RecordStatus.UNKNOWN and report.version:
+            # The lease ran out while downstream answered and the sweeper made it UNKNOWN: the
+            # claimant's late answer is still the answer (UNKNOWN -> SUCCESS by the claimant).
+            report = yield Step.COMPLETE, (claim, report.version, stored)
+    except Exception as exc:  # noqa: BLE001 - after the side effect, nothing may turn into a re-run
+        not_recorded = errors.NotRecorded(
+            f"{subject} ran, but its result could not be recorded ({exc}); do not retry: the record "
+            "will become UNKNOWN for the reconciler or a person",
+            response=response,
+            report=None,
+            **where,
+        )
+        return ToolResult(call.key, Outcome.EXECUTED, True, response, not_recorded)
+    if report.ok:
+        return ToolResult(call.key, Outcome.EXECUTED, True, response)
+    refused = errors.NotRecorded(
+        f"{subject} ran, but the layer refused its result ({report.result.value}, record now "
+        f"{report.status.value if report.status else 'absent'}); do not retry",
+        response=response,
+        report=report,
+        status=report.status,
+        **where,
+    )
+    return ToolResult(call.key, Outcome.EXECUTED, True, response, refused)
+
+
+def not_executed(begun: BeginResult, subject: str, where: dict) -> Optional[errors.IdemError]:
+    status = begun.status
+    if begun.outcome is Outcome.REPLAYED:
+        if status is RecordStatus.SUCCESS:
+            return None
+        error = error_text(begun.response_payload)
+        return errors.FinalFailure(
+            f"{subject} failed before, definitively: {error}. It will not run again with this "
+            "request; change the plan (another method, ask the user) instead of retrying",
+            error=error,
+            replayed=True,
+            status=status,
+            **where,
+        )
+    if begun.outcome is Outcome.IN_PROGRESS:
+        state = "its outcome is uncertain (UNKNOWN)" if status is RecordStatus.UNKNOWN else "it is in progress (PROCESSING)"
+        return errors.InProgress(
+            f"{subject}: {state}. Do not retry: it may already have happened; the claimant, "
+            "the reconciler or a person will settle it",
+            status=status,
+            **where,
+        )
+    if begun.outcome is Outcome.RETIRED:
+        return errors.Retired(
+            f"{subject}: key {where['key']!r} was used before and its record retired; it never runs again",
+            status=status,
+            **where,
+        )
+    if begun.outcome is Outcome.REJECTED:
+        return errors.Rejected(
+            f"{subject}: refused, the business object already succeeded, is in flight or money "
+            "moved for it under another key; do not retry with a new key",
+            status=status,
+            **where,
+        )
+    return errors.PayloadMismatch(
+        f"{subject}: key {where['key']!r} was used for a different request; the same key must "
+        "carry the same request (a bug upstream), nothing ran",
+        status=status,
+        **where,
+    )
+
+
+def failure_error(failure: Failure, recorded: bool, reason: str, subject: str, where: dict) -> errors.IdemError:
+    if failure is Failure.UNKNOWN or not recorded:
+        # Not recorded as a failure: the lease runs out and the record becomes UNKNOWN, the same end
+        # as a timeout, so the caller hears the same thing.
+        return errors.OutcomeUnknown(
+            f"{subject}: the outcome is unknown ({reason}). Do not retry: it may have happened; "
+            "the reconciler or a person will settle it",
+            status=RecordStatus.UNKNOWN,
+            **where,
+        )
+    if failure is Failure.FINAL:
+        return errors.FinalFailure(
+            f"{subject} failed definitively: {reason}. Do not retry the same request; change the plan",
+            error=reason,
+            replayed=False,
+            status=RecordStatus.FAILED,
+            **where,
+        )
+    return errors.RetryableFailure(
+        f"{subject} was not sent ({reason}); the same call may be retried with the same key",
+        status=RecordStatus.FAILED,
+        **where,
+    )
+
+
+def error_text(payload: Any) -> str:
+    """The stored error of a FAILED record, whatever JSON shape the server gives it."""
+    if payload is None:
+        return "the error was not stored"
+    if isinstance(payload, str):
+        return payload
+    if isinstance(payload, dict):
+        for name in ("error", "last_error", "reason", "message"):
+            if isinstance(payload.get(name), str):
+                return payload[name]
+    return json.dumps(payload, sort_keys=True)
+
+
+def as_json(value: Any) -> Any:
+    # What the database stores: JSON. A Decimal or a datetime becomes its text rather than making the
+    # report fail after the money moved.
+    return json.loads(json.dumps(value, default=str))
