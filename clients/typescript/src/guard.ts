@@ -99,13 +99,17 @@ export function defaultClassify(err: unknown): Failure {
   return "unknown";
 }
 
-// Errors of the database connection itself (network, SQLSTATE classes 08, 53, 57, 58) mean the
-// layer is unreachable; any other SQLSTATE is a deterministic refusal of the request (a bound, a
-// missing grant) and is thrown as it is.
+// Errors of the database connection itself mean the layer is unreachable: a server SQLSTATE of
+// class 08, 53, 57 or 58, a socket error (ECONNREFUSED, ETIMEDOUT, ...), node-postgres's own
+// "Connection terminated" / "timeout exceeded when trying to connect" / "not queryable". Anything
+// else (a bound, a missing grant, a bug) is a deterministic refusal and is thrown as it is.
 function isConnectionError(err: unknown): boolean {
-  const code = typeof err === "object" && err !== null ? (err as { code?: unknown }).code : undefined;
+  if (typeof err !== "object" || err === null) return false;
+  const code = (err as { code?: unknown }).code;
   if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return /^(08|53|57|58)/.test(code);
-  return true;
+  if (typeof code === "string" && /^E[A-Z]+$/.test(code)) return true;
+  const message = String((err as { message?: unknown }).message ?? "");
+  return /Connection terminated|trying to connect|not queryable|connection error/i.test(message);
 }
 
 function describe(err: unknown): string {

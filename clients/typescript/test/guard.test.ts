@@ -332,6 +332,15 @@ describe("Guard", () => {
     assert.equal(ran, 0);
   });
 
+  test("an error that is not the connection's reaches the caller as it is, before anything ran", async () => {
+    let ran = 0;
+    const broken = new Guard({ query: async () => { throw new TypeError("a bug in the caller's driver shim"); } });
+    await assert.rejects(broken.run(payment(unique("shim")), () => ran++), TypeError);
+    const dropped = new Guard({ query: async () => { throw new Error("Connection terminated unexpectedly"); } });
+    assert.ok((await dropped.run(payment(unique("shim")), () => ran++)).error instanceof Unavailable);
+    assert.equal(ran, 0);
+  });
+
   test("the writer role has protocol rights only", async () => {
     await assert.rejects(pool.query("SELECT count(*) FROM idem.records"), (err: any) => err.code === "42501");
   });
