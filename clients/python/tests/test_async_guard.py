@@ -44,6 +44,9 @@ class AsyncGuardTest(unittest.IsolatedAsyncioTestCase):
             return self.gateway.charge(order, 2990)
 
         guards = [AsyncGuard(WRITER_DSN) for _ in range(20)]  # separate connections
+        for g in guards:
+            async with g.session():
+                pass  # connected before the start, so that all twenty claim at once
         try:
             results = await asyncio.gather(
                 *(g.run(payment(order, TriggerSource.FRAMEWORK if i else TriggerSource.INITIAL), body) for i, g in enumerate(guards))
@@ -56,6 +59,7 @@ class AsyncGuardTest(unittest.IsolatedAsyncioTestCase):
         for r in results:
             if not r.executed:
                 self.assertIn(r.outcome, (Outcome.IN_PROGRESS, Outcome.REPLAYED))
+        self.assertTrue(any(r.outcome is Outcome.IN_PROGRESS for r in results))  # the race did happen
         self.assertEqual(
             scalar("SELECT count(*) FROM idem.attempts WHERE idempotency_key = %s", stable_key("payment", order, "pay")), 20
         )

@@ -99,6 +99,8 @@ class GuardTest(unittest.TestCase):
         def caller(i):
             guard = Guard(WRITER_DSN)  # each caller its own connection, as separate agent workers
             try:
+                with guard.session():
+                    pass  # connected before the start, so that all twenty claim at once
                 start.wait()
                 results[i] = guard.run(payment(order, TriggerSource.FRAMEWORK if i else TriggerSource.INITIAL), body)
             finally:
@@ -120,6 +122,8 @@ class GuardTest(unittest.TestCase):
             else:
                 self.assertEqual(r.outcome, Outcome.REPLAYED)
                 self.assertTrue(r.ok)
+        # The race did happen: some callers came while the first was still PROCESSING.
+        self.assertTrue(any(r.outcome is Outcome.IN_PROGRESS for r in others))
         key = stable_key("payment", order, "pay")
         self.assertEqual(scalar("SELECT count(*) FROM idem.attempts WHERE idempotency_key = %s", key), 20)
         self.assertEqual(

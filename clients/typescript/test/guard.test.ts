@@ -103,6 +103,8 @@ describe("Guard", () => {
       assert.equal(ran, 1);
       assert.equal(gateway.count(order), 1);
       assert.equal(results.filter((r) => r.executed).length, 1);
+      // The race did happen: some callers came while the first was still PROCESSING.
+      assert.ok(results.some((r) => r.outcome === "in_progress"));
       for (const r of results.filter((r) => !r.executed)) {
         if (r.outcome === "in_progress") assert.ok(r.error instanceof InProgress);
         else {
