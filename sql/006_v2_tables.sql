@@ -28,6 +28,9 @@ ALTER TABLE idem.records
 -- (a retry is replayed the failure) until a person corrects it. v1 records in flight keep no token:
 -- their v1 clients cannot answer through the v2 functions, so they expire to UNKNOWN and are
 -- reconciled or settled like any stuck record.
+-- The records trigger is off for this one statement: it would stamp updated_at (and the upgrade
+-- must leave every version-1 value as it was); no status changes, so there is no history to write.
+ALTER TABLE idem.records DISABLE TRIGGER records_guard;
 UPDATE idem.records AS r
    SET retry_allowed = true
  WHERE r.status = 'FAILED'
@@ -35,6 +38,7 @@ UPDATE idem.records AS r
                     WHERE t.idempotency_key = r.idempotency_key
                       AND t.version = r.version AND t.to_status = 'FAILED'
                       AND t.from_status = 'UNKNOWN' AND t.actor_kind = 'system');
+ALTER TABLE idem.records ENABLE TRIGGER records_guard;
 
 -- What retention leaves of a removed SUCCESS or FAILED record (idem.purge), so that the key is
 -- never executed again (`retired`) and a business object that succeeded stays paid (`rejected`).
