@@ -1,6 +1,10 @@
-// idemctl as a user meets it: exit codes, one-line errors, and the settle runbook path.
+// idemctl as a user meets it (schema contract v2): exit codes, one-line errors, migrate upgrading a
+// version-1 database with its data, the settle runbook path with each refusal of the server (its
+// own exit code; lease_active with the lease's end, money_moved with the flows), the override that
+// needs a reason and is recorded, reconcile once and as a loop stopped by SIGTERM, and purge's
+// tombstones.
+#include <QProcess>
 #include <QtTest>
-
 #include <sstream>
 
 #include "idem/protocol_client.hpp"
@@ -14,6 +18,7 @@ class TestIdemctl : public QObject {
   std::unique_ptr<test::TestDatabase> db_;
   std::atomic<bool> stop_{false};
   std::string out_, err_;
+  std::string operator_, reconciler_, writer_;
 
   int idemctl(std::vector<std::string> args) {
     std::ostringstream out, err;
@@ -22,7 +27,34 @@ class TestIdemctl : public QObject {
     err_ = err.str();
     return code;
   }
-  bool errSays(const char* text) { return err_.find(text) != std::string::npos; }
+  bool errSays(const std::string& text) const { return err_.find(text) != std::string::npos; }
+  bool outSays(const std::string& text) const { return out_.find(text) != std::string::npos; }
+  std::string as(const std::string& role) const { return db_->dsnAs(role); }
+  std::string text(const std::string& sql) const {
+    pqxx::connection c(db_->dsn());
+    pqxx::nontransaction tx(c);
+    const pqxx::result r = tx.exec(sql);
+    return r.empty() || r[0][0].is_null() ? std::string() : r[0][0].c_str();
+  }
+
+  // A payment whose gateway response was lost: UNKNOWN at version 2; with `charged`, the gateway's
+  // DEBIT (naming the key) is in the ledger.
+  void lostResponse(const std::string& key, const std::string& order, bool charged) {
+    pqxx::connection c(as(writer_));
+    ProtocolClient client(c);
+    BeginRequest r;
+    r.key = key;
+    r.bizType = "payment";
+    r.bizId = order;
+    r.tool = "pay";
+    const BeginResult begun = client.begin(r);
+    QCOMPARE(begun.outcome, Outcome::Executed);
+    if (charged) {
+      client.recordFundFlow(
+          {"payment", order, FundFlowKind::Debit, 2990, "CNY", "gw-" + order, key});
+    }
+    QVERIFY(client.markUnknown(key, 1, "gateway timeout after 5s", *begun.claimToken).ok());
+  }
 
  private slots:
   void initTestCase() { db_ = std::make_unique<test::TestDatabase>("tst_idemctl", false); }
@@ -34,67 +66,293 @@ class TestIdemctl : public QObject {
     QCOMPARE(idemctl({"simulate", "--agents=0"}), 2);
     QCOMPARE(err_, std::string("idemctl simulate: --agents must be between 1 and 256, got 0\n"));
     QCOMPARE(idemctl({"simulate", "--response-loss-rate=2"}), 2);
+    QCOMPARE(idemctl({"simulate", "--careless-rate=1.5"}), 2);
     QCOMPARE(idemctl({"simulate", "--duration=forever"}), 2);
     QVERIFY(errSays("--duration must be a duration"));
     QCOMPARE(idemctl({"settle", "k1", "--to", "DONE", "--reason", "x"}), 2);
     QVERIFY(errSays("--to must be SUCCESS or FAILED, got 'DONE'"));
     QCOMPARE(idemctl({"settle", "k1", "--to", "FAILED"}), 2);
     QVERIFY(errSays("--reason is required"));
+    // The override needs a reason like any settle.
+    QCOMPARE(idemctl({"settle", "k1", "--to", "FAILED", "--override-money-moved"}), 2);
+    QVERIFY(errSays("--reason is required"));
     QCOMPARE(idemctl({"settle", "--to", "FAILED", "--reason", "x"}), 2);
     QCOMPARE(idemctl({"purge"}), 2);
+    QCOMPARE(idemctl({"reconcile", "--every", "0s"}), 2);
+    QVERIFY(errSays("--every must be positive"));
+    QCOMPARE(idemctl({"reconcile", "extra"}), 2);
     QCOMPARE(idemctl({"migrate", "--no-such-flag"}), 2);
     QCOMPARE(std::count(err_.begin(), err_.end(), '\n'), 1L);
   }
 
-  void unreachableDatabaseExitsOne() {
-    QCOMPARE(idemctl({"migrate", "--db.dsn", "host=/nonexistent port=1"}), 1);
-    QVERIFY(errSays("idemctl migrate: cannot connect to the database host=/nonexistent port=1 (from --db.dsn)"));
-    QCOMPARE(std::count(err_.begin(), err_.end(), '\n'), 1L);
-    QCOMPARE(idemctl({"simulate", "--db.dsn", "host=/nonexistent port=1", "--requests", "5"}), 1);
+  void helpDocumentsTheExitCodesAndFlags() {
+    QCOMPARE(idemctl({"settle", "--help"}), 0);
+    for (const char* line :
+         {"--override-money-moved", "3  refused, conflict", "4  refused, money_moved",
+          "5  refused, lease_active", "6  refused, invalid_transition", "7  refused, not_found",
+          "deprecated"}) {
+      QVERIFY2(outSays(line), line);
+    }
+    QCOMPARE(idemctl({"reconcile", "--help"}), 0);
+    QVERIFY(outSays("--every") && outSays("idem_reconciler"));
+    QCOMPARE(idemctl({"simulate", "--help"}), 0);
+    for (const char* flag : {"--careless-rate", "--settle-every", "--reconcile-every",
+                             "--refused-rate", "--operator-dsn", "--reconciler-dsn"}) {
+      QVERIFY2(outSays(flag), flag);
+    }
+    QCOMPARE(idemctl({"help"}), 0);
+    QVERIFY(outSays("reconcile"));
   }
 
-  void migrateThenSimulateThenSettle() {
+  void unreachableDatabaseExitsOne() {
+    QCOMPARE(idemctl({"migrate", "--db.dsn", "host=/nonexistent port=1"}), 1);
+    QVERIFY(
+        errSays("idemctl migrate: cannot connect to the database host=/nonexistent port=1 (from "
+                "--db.dsn)"));
+    QCOMPARE(std::count(err_.begin(), err_.end(), '\n'), 1L);
+    QCOMPARE(idemctl({"simulate", "--db.dsn", "host=/nonexistent port=1", "--requests", "5"}), 1);
+    QCOMPARE(idemctl({"reconcile", "--db.dsn", "host=/nonexistent port=1"}), 1);
+  }
+
+  // A database populated under schema contract v1 is upgraded in place, with its data, and the
+  // grant check says what it found.
+  void migrateUpgradesAVersionOneDatabase() {
+    QCOMPARE(idemctl({"migrate", "--db.dsn", db_->dsn(), "--up-to", "5"}), 0);
+    QVERIFY(outSays("applied 001_tables.sql"));
+    QVERIFY2(outSays("installed version 5 (schema contract v1)"), out_.c_str());
+    QVERIFY(outSays("grants: not checked"));
+    // v1 traffic: one paid order, one stuck.
+    db_->exec(
+        "SELECT * FROM idem.begin('v1-paid', 'payment', 'o-v1', 'pay', NULL, 'initial', '{}')");
+    db_->exec("SELECT * FROM idem.complete('v1-paid', 1, '{\"gateway_ref\": \"gw-v1\"}')");
+    db_->exec(
+        "SELECT * FROM idem.begin('v1-stuck', 'payment', 'o-v1b', 'pay', NULL, 'initial', '{}')");
+    db_->exec("SELECT * FROM idem.mark_unknown('v1-stuck', 1, 'timeout')");
+
     QCOMPARE(idemctl({"migrate", "--db.dsn", db_->dsn()}), 0);
-    QVERIFY(out_.find("applied 001_tables.sql") != std::string::npos);
+    QVERIFY(outSays("applied 009_v2_roles.sql"));
+    QVERIFY2(
+        outSays("upgraded from version 5 (schema contract v1) to version 9 (schema contract v2)"),
+        out_.c_str());
+    QVERIFY2(outSays("grants: every idem function's EXECUTE grants match the contract"),
+             out_.c_str());
+    QCOMPARE(
+        text("SELECT status || ' ' || version FROM idem.records WHERE idempotency_key = 'v1-paid'"),
+        std::string("SUCCESS 2"));
+    QCOMPARE(
+        text(
+            "SELECT status || ' ' || version FROM idem.records WHERE idempotency_key = 'v1-stuck'"),
+        std::string("UNKNOWN 2"));
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE idempotency_key LIKE 'v1-%'"),
+             4LL);
     QCOMPARE(idemctl({"migrate", "--db.dsn", db_->dsn()}), 0);
-    QVERIFY(out_.find("schema up to date") != std::string::npos);
+    QVERIFY2(outSays("schema up to date at version 9 (schema contract v2)"), out_.c_str());
 
-    QCOMPARE(idemctl({"simulate", "--db.dsn", db_->dsn(), "--requests", "300", "--seed", "3",
-                      "--run-id", "ctl", "--response-loss-rate", "0.3", "--callback-resolves-rate", "0"}), 0);
-    QVERIFY2(out_.find("operations 300") != std::string::npos, out_.c_str());
-    QVERIFY(out_.find("in_progress") != std::string::npos);
+    // A grant made by hand since is a hole: migrate fails loudly and names it.
+    db_->exec("GRANT EXECUTE ON FUNCTION idem.reconcile() TO PUBLIC");
+    QCOMPARE(idemctl({"migrate", "--db.dsn", db_->dsn()}), 1);
+    QVERIFY2(errSays("idem.reconcile() is executable by PUBLIC"), err_.c_str());
+    db_->exec("REVOKE EXECUTE ON FUNCTION idem.reconcile() FROM PUBLIC");
+    QCOMPARE(idemctl({"migrate", "--db.dsn", db_->dsn()}), 0);
 
-    pqxx::connection c(db_->dsn());
-    pqxx::nontransaction tx(c);
-    const auto unknown = tx.exec("SELECT r.idempotency_key, r.version, EXISTS (SELECT 1 FROM idem.fund_flows f WHERE f.biz_type = r.biz_type AND f.biz_id = r.biz_id AND f.kind = 'DEBIT') "
-                                 "FROM idem.records r WHERE status = 'UNKNOWN' AND biz_type = 'payment' ORDER BY 1 LIMIT 2");
-    QCOMPARE(unknown.size(), 2UL);
-    const std::string key = unknown[0][0].c_str();
-    const std::string version = unknown[0][1].c_str();
-    QVERIFY(unknown[0][2].as<bool>());  // a lost response: the money did move
+    operator_ = db_->createLoginRole("op", "idem_operator");
+    reconciler_ = db_->createLoginRole("recon", "idem_reconciler");
+    writer_ = db_->createLoginRole("agent", "idem_writer");
+  }
 
-    // FAILED against a recorded DEBIT is refused without the override.
-    QCOMPARE(idemctl({"settle", key, "--to", "FAILED", "--reason", "no charge?", "--db.dsn", db_->dsn()}), 3);
-    QVERIFY(errSays("DEBIT"));
+  void simulateShowsTheCarelessHolesRefused() {
+    QCOMPARE(idemctl({"simulate", "--db.dsn", as(writer_), "--requests", "300", "--seed", "3",
+                      "--run-id", "ctl", "--response-loss-rate", "0.3", "--callback-resolves-rate",
+                      "0", "--careless-rate", "0.2"}),
+             0);
+    QVERIFY2(outSays("operations 300"), out_.c_str());
+    QVERIFY(outSays("in_progress"));
+    QVERIFY2(outSays("careless clients"), out_.c_str());
+    QVERIFY(!outSays("OPEN"));
+  }
+
+  void settleRefusalsEachHaveTheirExitCode() {
+    lostResponse("pay-1", "o-1", true);
+    const std::string dsn = as(operator_);
+
+    // FAILED while money moved: the server refuses, and idemctl shows the flows.
+    QCOMPARE(
+        idemctl({"settle", "pay-1", "--to", "FAILED", "--reason", "no charge?", "--db.dsn", dsn}),
+        4);
+    QVERIFY2(errSays("refused by the server (money_moved)"), err_.c_str());
+    QVERIFY2(errSays("DEBIT 2990 CNY (gw-o-1)"), err_.c_str());
+    QVERIFY2(errSays(": DEBIT 2990 CNY (minor units), ref gw-o-1, key pay-1"), err_.c_str());
+    QVERIFY(errSays("--override-money-moved"));
     // A stale version is refused and says what it is now.
-    QCOMPARE(idemctl({"settle", key, "--to", "SUCCESS", "--reason", "x", "--expect-version", "1", "--db.dsn", db_->dsn()}), 3);
+    QCOMPARE(idemctl({"settle", "pay-1", "--to", "SUCCESS", "--reason", "x", "--expect-version",
+                      "1", "--db.dsn", dsn}),
+             3);
     QVERIFY(errSays("changed since version 1"));
-    QCOMPARE(idemctl({"settle", key, "--to", "SUCCESS", "--reason", "gateway statement shows the charge",
-                      "--evidence", R"({"gateway_ref": "gw-1"})", "--expect-version", version, "--db.dsn", db_->dsn()}), 0);
-    QVERIFY(out_.find("settled " + key + " to SUCCESS") != std::string::npos);
-    QCOMPARE(std::string(tx.exec_params1("SELECT status FROM idem.records WHERE idempotency_key = $1", key)[0].c_str()), std::string("SUCCESS"));
-    // Settled records cannot be settled again.
-    QCOMPARE(idemctl({"settle", key, "--to", "FAILED", "--reason", "x", "--override-debit-warning", "--db.dsn", db_->dsn()}), 3);
-    QVERIFY(errSays("only PROCESSING or UNKNOWN"));
-    QCOMPARE(idemctl({"settle", "no-such-key", "--to", "FAILED", "--reason", "x", "--db.dsn", db_->dsn()}), 3);
-    QCOMPARE(idemctl({"settle", key, "--to", "SUCCESS", "--reason", "x", "--evidence", "{broken", "--db.dsn", db_->dsn()}), 2);
+    QVERIFY2(errSays("version 2: PROCESSING -> UNKNOWN by " + writer_), err_.c_str());
+    QCOMPARE(text("SELECT version FROM idem.records WHERE idempotency_key = 'pay-1'"),
+             std::string("2"));
+
+    QCOMPARE(idemctl({"settle", "pay-1", "--to", "SUCCESS", "--reason",
+                      "gateway statement shows the charge", "--evidence",
+                      R"({"gateway_ref": "gw-o-1"})", "--expect-version", "2", "--db.dsn", dsn}),
+             0);
+    QVERIFY(outSays("settled pay-1 to SUCCESS"));
+    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key = 'pay-1'"),
+             std::string("SUCCESS"));
+    // SUCCESS is final, override or not.
+    QCOMPARE(idemctl({"settle", "pay-1", "--to", "FAILED", "--reason", "x",
+                      "--override-money-moved", "--db.dsn", dsn}),
+             6);
+    QVERIFY2(errSays("SUCCESS, which is final"), err_.c_str());
+    QCOMPARE(idemctl({"settle", "no-such-key", "--to", "FAILED", "--reason", "x", "--db.dsn", dsn}),
+             7);
+    QVERIFY(errSays("no-such-key"));
+    QCOMPARE(idemctl({"settle", "pay-1", "--to", "SUCCESS", "--reason", "x", "--evidence",
+                      "{broken", "--db.dsn", dsn}),
+             2);
+  }
+
+  void settleOfALiveLeaseSaysWhenItEnds() {
+    pqxx::connection c(as(writer_));
+    BeginRequest r;
+    r.key = "pay-live";
+    r.bizType = "payment";
+    r.bizId = "o-live";
+    r.tool = "pay";
+    r.lease = std::chrono::minutes(20);
+    const BeginResult begun = ProtocolClient(c).begin(r);
+    QCOMPARE(idemctl({"settle", "pay-live", "--to", "FAILED", "--reason", "agent looks stuck",
+                      "--db.dsn", as(operator_)}),
+             5);
+    QVERIFY2(errSays("refused by the server (lease_active)"), err_.c_str());
+    const std::string ends = text(
+        "SELECT to_char(lease_expires_at AT TIME ZONE 'UTC', "
+        "'YYYY-MM-DD HH24:MI:SS') FROM idem.records WHERE "
+        "idempotency_key = 'pay-live'");
+    QVERIFY2(errSays("the lease ends at " + ends + " UTC, in "), err_.c_str());
+    QVERIFY(errSays("its claimant may still answer"));
+    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key = 'pay-live'"),
+             std::string("PROCESSING"));
+    QVERIFY(ProtocolClient(c).complete("pay-live", 1, "{}", *begun.claimToken).ok());
+  }
+
+  void overrideOfMoneyMovedIsRecordedInTheEvidence() {
+    lostResponse("pay-2", "o-2", true);
+    lostResponse("pay-3", "o-3", true);
+    QCOMPARE(idemctl({"settle", "pay-2", "--to", "FAILED", "--reason", "  ",
+                      "--override-money-moved", "--db.dsn", as(operator_)}),
+             2);
+    QCOMPARE(idemctl({"settle", "pay-2", "--to", "FAILED", "--reason",
+                      "gateway case 991: the DEBIT was reversed before settlement",
+                      "--override-money-moved", "--db.dsn", as(operator_)}),
+             0);
+    QVERIFY2(outSays("override of money moved is recorded"), out_.c_str());
+    QVERIFY2(errSays("warning: money moved for payment/o-2"), err_.c_str());
+    QCOMPARE(
+        db_->scalar("SELECT count(*) FROM idem.transitions WHERE idempotency_key = 'pay-2' AND "
+                    "to_status = 'FAILED' AND evidence ? 'override_money_moved'"),
+        1LL);
+    // The old flag still works, and says it is deprecated.
+    QCOMPARE(idemctl({"settle", "pay-3", "--to", "FAILED", "--reason", "gateway case 992",
+                      "--override-debit-warning", "--db.dsn", as(operator_)}),
+             0);
+    QVERIFY(errSays("--override-debit-warning is deprecated, use --override-money-moved"));
+  }
+
+  void reconcileOnceResolvesWhatTheLedgerProves() {
+    // The simulation's lost responses first: more than a round names, the rest are counted.
+    const long long provable = db_->scalar(
+        "SELECT count(*) FROM idem.records r WHERE status = 'UNKNOWN' AND EXISTS "
+        "(SELECT 1 FROM idem.fund_flows f WHERE f.idempotency_key = r.idempotency_key "
+        "AND f.kind = 'DEBIT')");
+    QVERIFY(provable > 20);
+    QCOMPARE(idemctl({"reconcile", "--db.dsn", as(reconciler_)}), 0);
+    QVERIFY2(outSays("resolved " + std::to_string(provable) + " record(s) to SUCCESS: ctl-"),
+             out_.c_str());
+    QVERIFY2(outSays(", and " + std::to_string(provable - 20) + " more\n"), out_.c_str());
+
+    lostResponse("pay-r1", "o-r1", true);
+    lostResponse("pay-r2", "o-r2", true);
+    lostResponse("pay-r3", "o-r3", false);  // no flow: not evidence, it stays for a person
+    // Only an idem_reconciler may.
+    QCOMPARE(idemctl({"reconcile", "--db.dsn", as(writer_)}), 1);
+    QVERIFY2(errSays("is not a member of idem_reconciler"), err_.c_str());
+    QCOMPARE(idemctl({"reconcile", "--db.dsn", as(reconciler_)}), 0);
+    QVERIFY2(outSays("reconcile: resolved 2 record(s) to SUCCESS: pay-r1 (from UNKNOWN), pay-r2 "
+                     "(from UNKNOWN)"),
+             out_.c_str());
+    QCOMPARE(text("SELECT string_agg(idempotency_key || '=' || status, ',' ORDER BY 1) FROM "
+                  "idem.records WHERE idempotency_key LIKE 'pay-r%'"),
+             std::string("pay-r1=SUCCESS,pay-r2=SUCCESS,pay-r3=UNKNOWN"));
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'reconciler' "
+                         "AND idempotency_key LIKE 'pay-r%' AND actor = '" +
+                         reconciler_ + "'"),
+             2LL);
+    QCOMPARE(idemctl({"reconcile", "--db.dsn", as(reconciler_)}), 0);
+    QVERIFY2(outSays("resolved 0 record(s)"), out_.c_str());
+  }
+
+  // The service form: a round every --every until SIGTERM, each printing what it resolved. Run as
+  // the real binary, so the signal really arrives.
+  void reconcileEveryRunsUntilSigterm() {
+    QProcess p;
+    p.start(IDEMCTL_BINARY,
+            {"reconcile", "--every", "100ms", "--db.dsn", QString::fromStdString(as(reconciler_))});
+    QVERIFY(p.waitForStarted());
+    std::string out;
+    auto waitFor = [&](const std::string& what) {
+      QDeadlineTimer deadline(60'000);
+      while (out.find(what) == std::string::npos && !deadline.hasExpired() &&
+             p.state() == QProcess::Running) {
+        p.waitForReadyRead(200);
+        out += p.readAllStandardOutput().toStdString();
+      }
+      return out.find(what) != std::string::npos;
+    };
+    QVERIFY2(waitFor("a round every 100ms until SIGINT or SIGTERM"), out.c_str());
+    QVERIFY2(waitFor("resolved 0 record(s)"), out.c_str());
+    lostResponse("pay-loop", "o-loop", true);
+    QVERIFY2(waitFor("resolved 1 record(s) to SUCCESS: pay-loop (from UNKNOWN)"), out.c_str());
+    p.terminate();  // SIGTERM
+    QVERIFY(p.waitForFinished(30'000));
+    out += p.readAllStandardOutput().toStdString();
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QCOMPARE(p.exitCode(), 0);
+    QVERIFY2(out.find("reconcile: stopped") != std::string::npos, out.c_str());
+    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key = 'pay-loop'"),
+             std::string("SUCCESS"));
+  }
+
+  void purgeReportsTombstonesAndTheKeysStayRetired() {
+    QTest::qWait(20);  // every settled record is now older than the 10ms below
+    const long long settled =
+        db_->scalar("SELECT count(*) FROM idem.records WHERE status IN ('SUCCESS', 'FAILED')");
+    QVERIFY(settled > 0);
+    const long long stuck =
+        db_->scalar("SELECT count(*) FROM idem.records WHERE status IN ('PROCESSING', 'UNKNOWN')");
+    QCOMPARE(idemctl({"purge", "--older-than", "10ms", "--db.dsn", db_->dsn()}), 0);
+    QVERIFY2(outSays("purged rows older than 10ms: " + std::to_string(settled) + " records"),
+             out_.c_str());
+    QVERIFY2(outSays(std::to_string(settled) + " tombstones written"), out_.c_str());
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.retired_keys"), settled);
+    // Stuck records stay, history and all.
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records"), stuck);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records r WHERE NOT EXISTS (SELECT 1 FROM "
+                         "idem.transitions t WHERE t.idempotency_key = r.idempotency_key)"),
+             0LL);
+    // A late retry of a purged key is retired, never executed.
+    pqxx::connection c(as(writer_));
+    BeginRequest r;
+    r.key = "pay-1";
+    r.bizType = "payment";
+    r.bizId = "o-1";
+    r.tool = "pay";
+    QCOMPARE(ProtocolClient(c).begin(r).outcome, Outcome::Retired);
   }
 
   void maintenanceCommands() {
     QCOMPARE(idemctl({"expire-leases", "--db.dsn", db_->dsn()}), 0);
-    QVERIFY(out_.find("past their lease") != std::string::npos);
-    QCOMPARE(idemctl({"purge", "--older-than", "30d", "--db.dsn", db_->dsn()}), 0);
-    QVERIFY(out_.find("purged rows older than 30d") != std::string::npos);
+    QVERIFY(outSays("past their lease"));
     QCOMPARE(idemctl({"version"}), 0);
     QVERIFY(out_.starts_with("idemctl "));
   }
