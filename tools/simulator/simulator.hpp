@@ -47,14 +47,15 @@ struct SimulationConfig {
   double responseLossRate = 0.05;  // downstream did it, the response was lost: UNKNOWN
   double crashRate = 0.01;         // the agent dies after `executed`: PROCESSING past its lease
   double crashBeforeChargeShare = 0.5;  // of crashes, how many die before the downstream call
-  double declineRate = 0.05;            // definite failure (card declined): final FAILED, replayed
-  double refusedRate = 0.02;         // connection refused before sending: retryable FAILED, re-run
-  double llmRetryRate = 0.06;        // the model re-issues the same call (same key)
-  double frameworkRetryRate = 0.04;  // the framework's retry policy fires (same key)
-  double httpRetryRate = 0.05;       // the HTTP client retries (same key)
-  double callbackRate = 0.05;        // an async callback re-drives the request (same key)
-  double mismatchRate = 0.02;        // an LLM retry with changed arguments (same key)
-  double newKeyRate = 0.01;          // an LLM retry under a fresh key (same business object)
+  // Failures; each is followed by a framework retry, 5% together as in version 1's declines.
+  double declineRate = 0.03;   // definite failure (card declined): final FAILED, the retry replayed
+  double refusedRate = 0.02;   // connection refused before sending: retryable FAILED, run again
+  double llmRetryRate = 0.06;  // the model re-issues the same call (same key)
+  double frameworkRetryRate = 0.04;       // the framework's retry policy fires (same key)
+  double httpRetryRate = 0.05;            // the HTTP client retries (same key)
+  double callbackRate = 0.05;             // an async callback re-drives the request (same key)
+  double mismatchRate = 0.02;             // an LLM retry with changed arguments (same key)
+  double newKeyRate = 0.01;               // an LLM retry under a fresh key (same business object)
   double concurrentDuplicateRate = 0.02;  // the request handed to several agents at once
   int concurrentCopies = 3;
   double doubleChargeRate = 0.0;  // buggy downstream: a second charge under another reference
