@@ -149,6 +149,7 @@ export class Guard {
   readonly protocol: Protocol;
   readonly leaseMs: number;
   private readonly classify?: (err: unknown) => Failure | undefined;
+  private readonly pending = new Set<Promise<void>>();
 
   constructor(db: Queryable, options: GuardOptions = {}) {
     this.protocol = new Protocol(db);
@@ -199,18 +200,13 @@ export class Guard {
     } catch (err) {
       const failure = this.classify?.(err) ?? defaultClassify(err);
       const error = await this.reportFailure(claim, failure, describe(err), subject, where, err);
+      if (err instanceof DeadlineMissed && error instanceof errors.OutcomeUnknown) this.awaitLateAnswer(claim, err.late);
       return new ToolResult<T>(call.key, "executed", true, undefined, error);
     }
 
     let report;
     try {
-      const stored = asJson(response);
-      report = await this.protocol.complete(claim.key, claim.version, stored, claim.token);
-      if (report.result === "conflict" && report.status === "UNKNOWN" && report.version !== null) {
-        // The lease ran out while downstream answered and the sweeper made it UNKNOWN: the
-        // claimant's late answer is still the answer (UNKNOWN -> SUCCESS by the claimant).
-        report = await this.protocol.complete(claim.key, report.version, stored, claim.token);
-      }
+      report = await this.recordAnswer(claim, claim.version, asJson(response));
     } catch (err) {
       const error = new errors.NotRecorded(
         `${subject} ran, but its result could not be recorded (${describe(err)}); do not retry: ` +
@@ -229,6 +225,36 @@ export class Guard {
       report,
     );
     return new ToolResult<T>(call.key, "executed", true, response, error);
+  }
+
+  // complete, and when the lease ran out while downstream answered (the sweeper made the record
+  // UNKNOWN) once more at the version the answer carries: the claimant's late answer is still the
+  // answer (UNKNOWN -> SUCCESS by the claimant). Never a re-run.
+  private async recordAnswer(claim: Claim, version: number, stored: unknown) {
+    const report = await this.protocol.complete(claim.key, version, stored, claim.token);
+    if (report.result === "conflict" && report.status === "UNKNOWN" && report.version !== null) {
+      return this.protocol.complete(claim.key, report.version, stored, claim.token);
+    }
+    return report;
+  }
+
+  // A body that missed its deadline may still answer: the record is UNKNOWN by then, and the
+  // claimant's answer settles it (UNKNOWN -> SUCCESS). A late failure proves nothing the claimant
+  // may declare (UNKNOWN -> FAILED is for evidence or a person): the record stays UNKNOWN.
+  private awaitLateAnswer(claim: Claim, late: Promise<unknown>): void {
+    const pending: Promise<void> = late
+      .then((response) => this.recordAnswer(claim, claim.version + 1, asJson(response)))
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .finally(() => this.pending.delete(pending));
+    this.pending.add(pending);
+  }
+
+  /** Resolves once every late answer still awaited has been recorded (or given up): before pool.end(). */
+  async idle(): Promise<void> {
+    while (this.pending.size) await Promise.all([...this.pending]);
   }
 
   private async reportFailure(
@@ -325,19 +351,27 @@ export interface GuardedTool<A, T> {
   toolName: string;
 }
 
+/** The body missed its deadline; `late` is its answer if it still comes. */
+class DeadlineMissed extends errors.ResponseTimeout {
+  constructor(message: string, readonly late: Promise<unknown>) {
+    super(message);
+  }
+}
+
 async function runWithDeadline<T>(body: Body<T>, timeoutMs: number | undefined): Promise<T> {
   const controller = new AbortController();
   if (timeoutMs === undefined) return await body(controller.signal);
+  const running = Promise.resolve().then(() => body(controller.signal));
   let timer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      const err = new errors.ResponseTimeout(`no answer within ${timeoutMs} ms`);
+      const err = new DeadlineMissed(`no answer within ${timeoutMs} ms`, running);
       controller.abort(err);
       reject(err);
     }, timeoutMs);
   });
   try {
-    return await Promise.race([Promise.resolve().then(() => body(controller.signal)), deadline]);
+    return await Promise.race([running, deadline]);
   } finally {
     clearTimeout(timer);
   }

@@ -50,6 +50,7 @@ describe("Guard", () => {
     guard = new Guard(pool);
   });
   after(async () => {
+    await guard.idle();
     await pool.end();
   });
 
@@ -127,7 +128,8 @@ describe("Guard", () => {
     const body = async (signal: AbortSignal) => {
       calls++;
       gateway.charge(order, 2990); // the gateway charged; its answer never comes
-      await new Promise((resolve) => signal.addEventListener("abort", resolve));
+      // As fetch does: the request is abandoned when the signal aborts.
+      await new Promise((_, reject) => signal.addEventListener("abort", () => reject(signal.reason)));
       return { never: true };
     };
     const first = await guard.run(payment(order, "initial", { timeoutMs: 50 }), body);
@@ -144,6 +146,37 @@ describe("Guard", () => {
     assert.equal(calls, 1);
     assert.equal(gateway.count(order), 1);
     assert.equal(await scalar("SELECT last_error FROM idem.records WHERE idempotency_key = $1", [first.key]), "ResponseTimeout: no answer within 50 ms");
+  });
+
+  test("an answer that comes after the deadline settles the unknown record, and the retry is replayed", async () => {
+    const order = unique("late-answer");
+    const gateway = new Gateway();
+    let calls = 0;
+    const body = async () => {
+      calls++;
+      await sleep(150); // ignores its signal: the answer comes, late
+      return gateway.charge(order, 2990);
+    };
+    const first = await guard.run(payment(order, "initial", { timeoutMs: 30 }), body);
+    assert.ok(first.error instanceof OutcomeUnknown);
+    assert.equal(await statusOf(first.key), "UNKNOWN");
+    await guard.idle();
+    assert.equal(await statusOf(first.key), "SUCCESS");
+    const retry = await guard.run(payment(order, "llm"), body);
+    assert.equal(retry.outcome, "replayed");
+    assert.deepEqual(retry.response, { gatewayRef: gateway.charges.get(order)![0], amountMinor: 2990 });
+    assert.equal(calls, 1);
+  });
+
+  test("a failure that comes after the deadline leaves the record unknown", async () => {
+    const order = unique("late-failure");
+    const first = await guard.run(payment(order, "initial", { timeoutMs: 30 }), async () => {
+      await sleep(100);
+      throw new BusinessFailure("declined, but too late to know");
+    });
+    assert.ok(first.error instanceof OutcomeUnknown);
+    await guard.idle();
+    assert.equal(await statusOf(first.key), "UNKNOWN");
   });
 
   test("any unclassified error is unknown, not a failure", async () => {
