@@ -130,16 +130,43 @@ constexpr const char* kStuck =
     "WHERE (status = 'UNKNOWN' OR (status = 'PROCESSING' AND lease_expires_at < now())) "
     "AND left(biz_id, length($1)) = $1 ORDER BY updated_at LIMIT 500";
 
+// In flight right now: the claimant is downstream and will answer.
+constexpr const char* kInFlight =
+    "SELECT idempotency_key, version FROM idem.records "
+    "WHERE status = 'PROCESSING' AND lease_expires_at > now() "
+    "AND left(biz_id, length($1)) = $1 LIMIT 3";
+
+// The careless operator of issue 8 (hole 2): it settles FAILED a record whose agent was about to
+// answer. The server refuses (lease_active); had it not, the agent's retry would charge again.
+void carelessOperatorRound(pqxx::connection& connection, const std::string& prefix,
+                           TrafficCounters& counters) {
+  std::vector<std::pair<std::string, int>> live;
+  translatingErrors("find records in flight", [&] {
+    pqxx::read_transaction tx(connection);
+    for (const pqxx::row& r : tx.exec_params(kInFlight, prefix)) {
+      live.emplace_back(r[0].c_str(), r[1].as<int>());
+    }
+    tx.commit();
+  });
+  for (const auto& [key, version] : live) {
+    const SettleOutcome out = settleRecord(
+        connection,
+        {key, version, RecordStatus::Failed, "the agent looks stuck", std::nullopt, false});
+    counters.countHole(CarelessHole::SettleLiveLease, out.verdict != SettleVerdict::Settled);
+  }
+}
+
 // The operator of the seeds: looks at the evidence of each stuck record and decides: SUCCESS
 // where money moved (the server's money_position), FAILED where nothing shows it did. The server
 // has the last word: a refusal (money moved meanwhile, a live lease, someone decided first) is
 // counted and the record left for the next round.
 void operatorRound(pqxx::connection& connection, const SimulationConfig& config,
                    TrafficCounters& counters) {
+  const std::string prefix = config.runId.empty() ? "" : config.runId + "-";
+  if (config.carelessRate > 0) carelessOperatorRound(connection, prefix, counters);
   std::vector<std::string> keys;
   translatingErrors("find stuck records", [&] {
     pqxx::read_transaction tx(connection);
-    const std::string prefix = config.runId.empty() ? "" : config.runId + "-";
     for (const pqxx::row& r : tx.exec_params(kStuck, prefix)) keys.emplace_back(r[0].c_str());
     tx.commit();
   });
@@ -222,6 +249,8 @@ const char* describe(CarelessHole hole) {
       return "retry a final failure (declined card)";
     case CarelessHole::NewKeyForPaidObject:
       return "begin under a fresh key for a paid business object";
+    case CarelessHole::SettleLiveLease:
+      return "settle FAILED a PROCESSING record whose lease is live (operator)";
     case CarelessHole::RebeginRetired:
       return "begin a retired key again, then under a fresh key";
   }

@@ -67,7 +67,8 @@ struct SimulationConfig {
   std::chrono::milliseconds lease{15'000};
   std::chrono::milliseconds expireLeasesEvery{0};  // 0: never (leave stuck records for people)
   // An operator settles this run's stuck records this often (SUCCESS where money moved, FAILED
-  // where nothing did), through idem::settleRecord; 0: never.
+  // where nothing did), through idem::settleRecord; 0: never. With carelessRate > 0 the operator
+  // is careless too: it also tries to settle FAILED records whose lease is live.
   std::chrono::milliseconds settleEvery{0};
   // idem.reconcile() this often; 0: never.
   std::chrono::milliseconds reconcileEvery{0};
@@ -90,12 +91,13 @@ enum class CarelessHole {
   RetryFinalFailure,        // begin again after a final FAILED (declined card)
   NewKeyForPaidObject,      // begin under a fresh key for a business object that was paid
   RebeginRetired,           // a retired key: begin again, then under a fresh key
+  SettleLiveLease,          // the operator settles FAILED a PROCESSING record whose lease is live
 };
-inline constexpr std::array<CarelessHole, 7> kCarelessHoles{
+inline constexpr std::array<CarelessHole, 8> kCarelessHoles{
     CarelessHole::FailUnknownWithoutToken, CarelessHole::FailWithoutToken,
     CarelessHole::CompleteForeignClaim,    CarelessHole::CompleteStaleVersion,
     CarelessHole::RetryFinalFailure,       CarelessHole::NewKeyForPaidObject,
-    CarelessHole::RebeginRetired};
+    CarelessHole::RebeginRetired,          CarelessHole::SettleLiveLease};
 const char* describe(CarelessHole hole);
 
 struct HoleCount {
