@@ -3,6 +3,7 @@
 #include <QBrush>
 #include <QColor>
 
+#include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
 
 namespace idem::admin {
@@ -19,19 +20,27 @@ int AttemptModel::columnCount(const QModelIndex& parent) const {
 }
 
 QVariant AttemptModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+    return {};
   const Attempt& a = rows_[static_cast<std::size_t>(index.row())];
   const int column = index.column();
   switch (role) {
     case Qt::DisplayRole:
       switch (column) {
-        case When: return displayTime(a.createdAt);
-        case Source: return text(format(a.triggerSource));
-        case Outcome: return text(format(a.outcome));
-        case Agent: return a.agentId ? text(*a.agentId) : QString();
-        case Trace: return a.traceId ? text(*a.traceId) : QString();
-        case RequestHash: return text(a.requestHash).left(12);
-        default: return {};
+        case When:
+          return displayTime(a.createdAt);
+        case Source:
+          return text(format(a.triggerSource));
+        case Outcome:
+          return text(format(a.outcome));
+        case Agent:
+          return a.agentId ? text(*a.agentId) : QString();
+        case Trace:
+          return a.traceId ? text(*a.traceId) : QString();
+        case RequestHash:
+          return text(a.requestHash).left(12);
+        default:
+          return {};
       }
     case ExportRole:
       if (column == When) return isoTime(a.createdAt);
@@ -40,32 +49,40 @@ QVariant AttemptModel::data(const QModelIndex& index, int role) const {
     case Qt::ToolTipRole:
       if (column == When) return isoTime(a.createdAt);
       if (column == RequestHash) return text(a.requestHash);
-      if (column == Outcome && a.outcome == idem::Outcome::PayloadMismatch) {
-        return QStringLiteral("same key, different request: the caller changed its arguments");
-      }
+      if (column == Outcome) return outcomeMeaning(a.outcome);
       return {};
     case Qt::ForegroundRole:
-      // The answers that mean "something is off": a changed request, a second key for one object.
-      if (column == Outcome && (a.outcome == idem::Outcome::PayloadMismatch ||
-                                a.outcome == idem::Outcome::Rejected)) {
-        return QBrush(QColor(0xA3, 0x25, 0x00));
+      // The answers that mean "something is off" (a changed request, a second key for one
+      // object) and a retired key stand out; status_palette says which.
+      if (column == Outcome) {
+        const QColor colour = outcomeForeground(a.outcome);
+        if (colour.isValid()) return QBrush(colour);
       }
       return {};
-    case OutcomeRole: return static_cast<int>(a.outcome);
-    default: return {};
+    case OutcomeRole:
+      return static_cast<int>(a.outcome);
+    default:
+      return {};
   }
 }
 
 QVariant AttemptModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case When: return QStringLiteral("When");
-    case Source: return QStringLiteral("Source");
-    case Outcome: return QStringLiteral("Outcome");
-    case Agent: return QStringLiteral("Agent");
-    case Trace: return QStringLiteral("Trace");
-    case RequestHash: return QStringLiteral("Request hash");
-    default: return {};
+    case When:
+      return QStringLiteral("When");
+    case Source:
+      return QStringLiteral("Source");
+    case Outcome:
+      return QStringLiteral("Outcome");
+    case Agent:
+      return QStringLiteral("Agent");
+    case Trace:
+      return QStringLiteral("Trace");
+    case RequestHash:
+      return QStringLiteral("Request hash");
+    default:
+      return {};
   }
 }
 

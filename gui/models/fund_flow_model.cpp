@@ -17,6 +17,30 @@ QString text(std::string_view s) {
 
 }  // namespace
 
+MoneyMovement moneyMovementOf(FundFlowKind kind) {
+  switch (kind) {
+    case FundFlowKind::Debit:
+    case FundFlowKind::Capture:
+      return MoneyMovement::Charge;
+    case FundFlowKind::Refund:
+      return MoneyMovement::Refund;
+    case FundFlowKind::Credit:
+    case FundFlowKind::Freeze:
+    case FundFlowKind::Unfreeze:
+      return MoneyMovement::None;
+  }
+  return MoneyMovement::None;
+}
+
+void FundFlowModel::setMarkingMoneyMovement(bool on) {
+  if (markingMoneyMovement_ == on) return;
+  markingMoneyMovement_ = on;
+  if (!rows_.empty()) {
+    emit dataChanged(index(0, 0), index(rowCount() - 1, ColumnCount - 1),
+                     {Qt::ForegroundRole, Qt::FontRole, Qt::ToolTipRole});
+  }
+}
+
 int FundFlowModel::duplicateCount() const {
   return static_cast<int>(
       std::count_if(rows_.begin(), rows_.end(), [](const FundFlow& f) { return f.isDuplicate(); }));
@@ -27,44 +51,76 @@ int FundFlowModel::columnCount(const QModelIndex& parent) const {
 }
 
 QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+    return {};
   const FundFlow& f = rows_[static_cast<std::size_t>(index.row())];
   const int column = index.column();
   switch (role) {
     case Qt::DisplayRole:
       switch (column) {
-        case When: return displayTime(f.createdAt);
-        case Kind: return text(format(f.kind));
-        case Amount: return moneyText(f.amountMinor, f.currency);
-        case ExternalRef: return text(f.externalRef);
-        case Key: return f.idempotencyKey ? text(*f.idempotencyKey) : QString();
+        case When:
+          return displayTime(f.createdAt);
+        case Kind:
+          return text(format(f.kind));
+        case Amount:
+          return moneyText(f.amountMinor, f.currency);
+        case ExternalRef:
+          return text(f.externalRef);
+        case Key:
+          return f.idempotencyKey ? text(*f.idempotencyKey) : QString();
         case DuplicateOf:
           return f.duplicateOf ? QStringLiteral("#%1").arg(*f.duplicateOf) : QString();
-        case Id: return QStringLiteral("#%1").arg(f.id);
-        default: return {};
+        case Id:
+          return QStringLiteral("#%1").arg(f.id);
+        default:
+          return {};
       }
     case ExportRole:
       switch (column) {
-        case When: return isoTime(f.createdAt);
-        case Amount: return static_cast<qlonglong>(f.amountMinor);
-        case DuplicateOf: return f.duplicateOf ? QVariant(static_cast<qlonglong>(*f.duplicateOf)) : QVariant(QString());
-        case Id: return static_cast<qlonglong>(f.id);
-        default: return data(index, Qt::DisplayRole);
+        case When:
+          return isoTime(f.createdAt);
+        case Amount:
+          return static_cast<qlonglong>(f.amountMinor);
+        case DuplicateOf:
+          return f.duplicateOf ? QVariant(static_cast<qlonglong>(*f.duplicateOf))
+                               : QVariant(QString());
+        case Id:
+          return static_cast<qlonglong>(f.id);
+        default:
+          return data(index, Qt::DisplayRole);
       }
     case Qt::ToolTipRole:
       if (f.isDuplicate()) {
-        return QStringLiteral("Duplicate of flow #%1: a second %2 for %3/%4 under another gateway "
-                              "reference (a double charge if it is a DEBIT)")
+        return QStringLiteral(
+                   "Duplicate of flow #%1: a second %2 for %3/%4 under another gateway "
+                   "reference (a double charge if it is a DEBIT)")
             .arg(*f.duplicateOf)
             .arg(text(format(f.kind)), text(f.bizType), text(f.bizId));
       }
+      if (markingMoneyMovement_ && column == Kind) {
+        switch (moneyMovementOf(f.kind)) {
+          case MoneyMovement::Charge:
+            return QStringLiteral("counts: money taken from the customer");
+          case MoneyMovement::Refund:
+            return QStringLiteral("counts: money given back, offsets charges");
+          case MoneyMovement::None:
+            return QStringLiteral("does not count for \"money moved\": a hold or a credit");
+        }
+      }
       if (column == When) return isoTime(f.createdAt);
+      return {};
+    case Qt::ForegroundRole:
+      if (markingMoneyMovement_ && moneyMovementOf(f.kind) == MoneyMovement::None) {
+        return QBrush(QColor(0x8A, 0x8A, 0x8A));
+      }
       return {};
     case Qt::BackgroundRole:
       if (f.isDuplicate()) return QBrush(duplicateFlowBackground());
       return {};
     case Qt::FontRole:
-      if (f.isDuplicate() && (column == Kind || column == DuplicateOf)) {
+      if ((f.isDuplicate() && (column == Kind || column == DuplicateOf)) ||
+          (markingMoneyMovement_ && column == Kind &&
+           moneyMovementOf(f.kind) != MoneyMovement::None)) {
         QFont bold;
         bold.setBold(true);
         return bold;
@@ -73,23 +129,36 @@ QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
     case Qt::TextAlignmentRole:
       if (column == Amount) return QVariant::fromValue(Qt::AlignRight | Qt::AlignVCenter);
       return {};
-    case IsDuplicateRole: return f.isDuplicate();
-    case KindRole: return static_cast<int>(f.kind);
-    default: return {};
+    case IsDuplicateRole:
+      return f.isDuplicate();
+    case KindRole:
+      return static_cast<int>(f.kind);
+    case MovesMoneyRole:
+      return moneyMovementOf(f.kind) != MoneyMovement::None;
+    default:
+      return {};
   }
 }
 
 QVariant FundFlowModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case When: return QStringLiteral("When");
-    case Kind: return QStringLiteral("Kind");
-    case Amount: return QStringLiteral("Amount");
-    case ExternalRef: return QStringLiteral("Gateway ref");
-    case Key: return QStringLiteral("Idempotency key");
-    case DuplicateOf: return QStringLiteral("Duplicate of");
-    case Id: return QStringLiteral("Flow");
-    default: return {};
+    case When:
+      return QStringLiteral("When");
+    case Kind:
+      return QStringLiteral("Kind");
+    case Amount:
+      return QStringLiteral("Amount");
+    case ExternalRef:
+      return QStringLiteral("Gateway ref");
+    case Key:
+      return QStringLiteral("Idempotency key");
+    case DuplicateOf:
+      return QStringLiteral("Duplicate of");
+    case Id:
+      return QStringLiteral("Flow");
+    default:
+      return {};
   }
 }
 

@@ -1,6 +1,7 @@
 // The ledger lines of a record's business object (idem.fund_flows), oldest first. A duplicate (a
 // second flow of the same kind under another gateway reference) is the double charge the product
-// exists to surface, so it is highlighted.
+// exists to surface, so it is highlighted. Where an operator weighs "did the money move" (the
+// settle dialog), the flows that count for it are marked and the others (holds, credits) greyed.
 #pragma once
 
 #include <cstdint>
@@ -16,12 +17,14 @@ class FundFlowModel : public KeyedRowsModel<FundFlow, std::int64_t> {
 
  public:
   enum Columns { When, Kind, Amount, ExternalRef, Key, DuplicateOf, Id, ColumnCount };
-  enum Roles { IsDuplicateRole = Qt::UserRole, KindRole, ExportRole };
+  enum Roles { IsDuplicateRole = Qt::UserRole, KindRole, ExportRole, MovesMoneyRole };
 
   using KeyedRowsModel::KeyedRowsModel;
 
   void setFlows(std::vector<FundFlow> flows) { replaceRows(std::move(flows)); }
   int duplicateCount() const;
+  // Marks the flows that count for "money moved" and greys the others (off by default).
+  void setMarkingMoneyMovement(bool on);
 
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
@@ -31,6 +34,16 @@ class FundFlowModel : public KeyedRowsModel<FundFlow, std::int64_t> {
  protected:
   std::int64_t keyOf(const FundFlow& f) const override { return f.id; }
   bool sameContent(const FundFlow&, const FundFlow&) const override { return true; }  // append-only
+
+ private:
+  bool markingMoneyMovement_ = false;
 };
+
+// Which side of "money moved" (docs/contract/schema.md) a flow's kind is on: DEBIT and CAPTURE
+// charge, REFUND gives back; FREEZE and UNFREEZE are holds and CREDIT is not a refund of a charge,
+// so they count for nothing. For display only: whether money moved is the database's answer
+// (idem.money_position, through idem::assessSettle), never decided from this.
+enum class MoneyMovement { Charge, Refund, None };
+MoneyMovement moneyMovementOf(FundFlowKind kind);
 
 }  // namespace idem::admin

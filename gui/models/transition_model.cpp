@@ -21,22 +21,32 @@ int TransitionModel::columnCount(const QModelIndex& parent) const {
 }
 
 QVariant TransitionModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+    return {};
   const Transition& t = rows_[static_cast<std::size_t>(index.row())];
   const int column = index.column();
   const bool byOperator = t.actorKind == idem::ActorKind::Operator;
   switch (role) {
     case Qt::DisplayRole:
       switch (column) {
-        case When: return displayTime(t.createdAt);
-        case From: return t.fromStatus ? text(format(*t.fromStatus)) : QStringLiteral("(created)");
-        case To: return text(format(t.toStatus));
-        case Version: return t.version;
-        case Actor: return text(t.actor);
-        case ActorKind: return text(format(t.actorKind));
-        case Reason: return t.reason ? text(*t.reason) : QString();
-        case Evidence: return compactJson(t.evidence);
-        default: return {};
+        case When:
+          return displayTime(t.createdAt);
+        case From:
+          return t.fromStatus ? text(format(*t.fromStatus)) : QStringLiteral("(created)");
+        case To:
+          return text(format(t.toStatus));
+        case Version:
+          return t.version;
+        case Actor:
+          return text(t.actor);
+        case ActorKind:
+          return text(format(t.actorKind));
+        case Reason:
+          return t.reason ? text(*t.reason) : QString();
+        case Evidence:
+          return compactJson(t.evidence);
+        default:
+          return {};
       }
     case ExportRole:
       if (column == When) return isoTime(t.createdAt);
@@ -46,6 +56,7 @@ QVariant TransitionModel::data(const QModelIndex& index, int role) const {
       if (column == When) return isoTime(t.createdAt);
       if (column == Evidence) return prettyJson(t.evidence);
       if (column == Reason && t.reason) return text(*t.reason);
+      if (column == ActorKind || column == Actor) return actorKindMeaning(t.actorKind);
       return {};
     case Qt::BackgroundRole:
       if (column == To) return QBrush(statusBackground(t.toStatus));
@@ -54,32 +65,53 @@ QVariant TransitionModel::data(const QModelIndex& index, int role) const {
     case Qt::ForegroundRole:
       if (column == To) return QBrush(statusForeground(t.toStatus));
       if (column == From && t.fromStatus) return QBrush(statusForeground(*t.fromStatus));
-      return {};
-    case Qt::FontRole:
-      if ((column == Actor || column == ActorKind) && byOperator) {
-        QFont bold;
-        bold.setBold(true);
-        return bold;
+      if (column == Actor || column == ActorKind) {
+        const QColor colour = actorKindForeground(t.actorKind);
+        if (colour.isValid()) return QBrush(colour);
       }
       return {};
-    case ToStatusRole: return static_cast<int>(t.toStatus);
-    case IsOperatorRole: return byOperator;
-    default: return {};
+    case Qt::FontRole:
+      // A decision (a person's, or the reconciler's from evidence) reads apart from the
+      // protocol's own changes; a person's is bold.
+      if ((column == Actor || column == ActorKind) && t.actorKind != idem::ActorKind::System) {
+        QFont font;
+        font.setBold(byOperator);
+        font.setItalic(t.actorKind == idem::ActorKind::Reconciler);
+        return font;
+      }
+      return {};
+    case ToStatusRole:
+      return static_cast<int>(t.toStatus);
+    case IsOperatorRole:
+      return byOperator;
+    case ActorKindRole:
+      return static_cast<int>(t.actorKind);
+    default:
+      return {};
   }
 }
 
 QVariant TransitionModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
   switch (section) {
-    case When: return QStringLiteral("When");
-    case From: return QStringLiteral("From");
-    case To: return QStringLiteral("To");
-    case Version: return QStringLiteral("Ver.");
-    case Actor: return QStringLiteral("Actor");
-    case ActorKind: return QStringLiteral("Kind");
-    case Reason: return QStringLiteral("Reason");
-    case Evidence: return QStringLiteral("Evidence");
-    default: return {};
+    case When:
+      return QStringLiteral("When");
+    case From:
+      return QStringLiteral("From");
+    case To:
+      return QStringLiteral("To");
+    case Version:
+      return QStringLiteral("Ver.");
+    case Actor:
+      return QStringLiteral("Actor");
+    case ActorKind:
+      return QStringLiteral("Kind");
+    case Reason:
+      return QStringLiteral("Reason");
+    case Evidence:
+      return QStringLiteral("Evidence");
+    default:
+      return {};
   }
 }
 

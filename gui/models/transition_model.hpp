@@ -19,6 +19,7 @@ class TransitionModel : public KeyedRowsModel<Transition, std::int64_t> {
     ToStatusRole = Qt::UserRole,  // int: idem::RecordStatus
     IsOperatorRole,               // bool: a person's decision
     ExportRole,
+    ActorKindRole,  // int: idem::ActorKind
   };
 
   using KeyedRowsModel::KeyedRowsModel;

@@ -1,8 +1,11 @@
 // The admin app's pure pieces, no database: how ages, money, CSV and evidence read; what is
 // remembered of a connection; the backoff; that query building binds every value the operator
-// types; and that refreshing a keyed model in place keeps selections (under QAbstractItemModelTester).
+// types; that refreshing a keyed model in place keeps selections (under QAbstractItemModelTester);
+// when a record may be settled (schema v2: a live lease waits, FAILED is only corrected, SUCCESS
+// is final); how the v2 vocabulary reads (retired, reconciler) and which flows count for money.
 #include <QAbstractItemModelTester>
 #include <QBuffer>
+#include <QFont>
 #include <QRandomGenerator>
 #include <QSettings>
 #include <QStandardItemModel>
@@ -10,15 +13,20 @@
 #include <QtTest>
 
 #include "models/age_text.hpp"
+#include "models/attempt_model.hpp"
 #include "models/connection_profile.hpp"
 #include "models/csv_writer.hpp"
+#include "models/fund_flow_model.hpp"
 #include "models/job_ticket.hpp"
 #include "models/keyed_rows_model.hpp"
 #include "models/money_text.hpp"
 #include "models/reconnect_backoff.hpp"
 #include "models/record_page_query.hpp"
+#include "models/settle_availability.hpp"
 #include "models/settle_evidence.hpp"
+#include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/transition_model.hpp"
 
 using namespace idem;
 using namespace idem::admin;
@@ -35,7 +43,9 @@ struct Item {
 class ItemModel : public KeyedRowsModel<Item, int> {
  public:
   using KeyedRowsModel::KeyedRowsModel;
-  int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : 2; }
+  int columnCount(const QModelIndex& parent = {}) const override {
+    return parent.isValid() ? 0 : 2;
+  }
   QVariant data(const QModelIndex& index, int role) const override {
     if (!index.isValid() || role != Qt::DisplayRole) return {};
     const Item& i = rows_[static_cast<std::size_t>(index.row())];
@@ -103,8 +113,9 @@ class TestAdminUnits : public QObject {
     QBuffer buffer;
     buffer.open(QIODevice::WriteOnly);
     QCOMPARE(writeCsv(model, buffer, Qt::UserRole + 7), 2);
-    QCOMPARE(QString::fromUtf8(buffer.data()),
-             QStringLiteral("Key,\"Note, with comma\"\r\nk'1,\"he said \"\"no\"\"\"\r\nk2,exact\r\n"));
+    QCOMPARE(
+        QString::fromUtf8(buffer.data()),
+        QStringLiteral("Key,\"Note, with comma\"\r\nk'1,\"he said \"\"no\"\"\"\r\nk2,exact\r\n"));
   }
 
   void evidenceIsAnObjectWithTheGatewayRef() {
@@ -113,10 +124,13 @@ class TestAdminUnits : public QObject {
     QCOMPARE(QString::fromStdString(*buildEvidence({QStringLiteral(" gw-1 "), {}}).json),
              QStringLiteral(R"({"gateway_ref":"gw-1"})"));
     const auto merged = buildEvidence({QStringLiteral("gw-1"), QStringLiteral(R"({"line": 4})")});
-    QCOMPARE(QString::fromStdString(*merged.json), QStringLiteral(R"({"gateway_ref":"gw-1","line":4})"));
-    QVERIFY(buildEvidence({{}, QStringLiteral("{not json")}).error.contains(QStringLiteral("not valid JSON")));
+    QCOMPARE(QString::fromStdString(*merged.json),
+             QStringLiteral(R"({"gateway_ref":"gw-1","line":4})"));
+    QVERIFY(buildEvidence({{}, QStringLiteral("{not json")})
+                .error.contains(QStringLiteral("not valid JSON")));
     QVERIFY(buildEvidence({{}, QStringLiteral("[1, 2]")}).error.contains(QStringLiteral("object")));
-    QVERIFY(!buildEvidence({QStringLiteral("gw-2"), QStringLiteral(R"({"gateway_ref": "gw-1"})")}).error.isEmpty());
+    QVERIFY(!buildEvidence({QStringLiteral("gw-2"), QStringLiteral(R"({"gateway_ref": "gw-1"})")})
+                 .error.isEmpty());
   }
 
   void profileNeverStoresAPassword() {
@@ -135,7 +149,8 @@ class TestAdminUnits : public QObject {
     const ConnectionProfile loaded = ConnectionProfile::load(settings);
     QCOMPARE(loaded.dsn, QStringLiteral("host=db dbname=idem user=alice"));
 
-    QCOMPARE(withoutPassword(QStringLiteral("postgresql://alice:pw@db:5432/idem?sslmode=require&password=x")),
+    QCOMPARE(withoutPassword(
+                 QStringLiteral("postgresql://alice:pw@db:5432/idem?sslmode=require&password=x")),
              QStringLiteral("postgresql://alice@db:5432/idem?sslmode=require"));
   }
 
@@ -145,8 +160,10 @@ class TestAdminUnits : public QObject {
     p.port = QStringLiteral("6432");
     p.dbname = QStringLiteral("idem");
     p.user = QStringLiteral("o'brien");
-    QCOMPARE(QString::fromStdString(p.toDsn(QStringLiteral("p\\w"))),
-             QStringLiteral(R"(host='db.internal' port='6432' dbname='idem' user='o\'brien' password='p\\w')"));
+    QCOMPARE(
+        QString::fromStdString(p.toDsn(QStringLiteral("p\\w"))),
+        QStringLiteral(
+            R"(host='db.internal' port='6432' dbname='idem' user='o\'brien' password='p\\w')"));
     ConnectionProfile empty;
     QCOMPARE(QString::fromStdString(empty.toDsn()), QString());  // libpq's environment decides
   }
@@ -182,7 +199,8 @@ class TestAdminUnits : public QObject {
     f.from = Timestamp(std::chrono::microseconds(1));
     f.within = std::chrono::seconds(60);
     const RecordCursor cursor{Timestamp(std::chrono::microseconds(5)), "cursor'key"};
-    for (const BoundQuery& q : {pageQuery(f, cursor, 50), windowQuery(f, cursor, 50), moreAfterQuery(f, cursor)}) {
+    for (const BoundQuery& q :
+         {pageQuery(f, cursor, 50), windowQuery(f, cursor, 50), moreAfterQuery(f, cursor)}) {
       for (const std::string& typed : {f.key, f.bizIdPrefix, f.bizType, cursor.key}) {
         QVERIFY2(q.sql.find(typed) == std::string::npos, q.sql.c_str());
         QVERIFY(std::find(q.params.begin(), q.params.end(), typed) != q.params.end());
@@ -197,10 +215,12 @@ class TestAdminUnits : public QObject {
     RecordFilter f;
     f.order = RecordOrder::UpdatedDesc;
     QVERIFY(pageQuery(f, c, 10).sql.find("(updated_at, idempotency_key) < (") != std::string::npos);
-    QVERIFY(pageQuery(f, c, 10).sql.find("ORDER BY updated_at DESC, idempotency_key DESC") != std::string::npos);
+    QVERIFY(pageQuery(f, c, 10).sql.find("ORDER BY updated_at DESC, idempotency_key DESC") !=
+            std::string::npos);
     f.order = RecordOrder::CreatedAsc;
     QVERIFY(pageQuery(f, c, 10).sql.find("(created_at, idempotency_key) > (") != std::string::npos);
-    QVERIFY(windowQuery(f, c, 10).sql.find("(created_at, idempotency_key) <= (") != std::string::npos);
+    QVERIFY(windowQuery(f, c, 10).sql.find("(created_at, idempotency_key) <= (") !=
+            std::string::npos);
   }
 
   void replaceRowsKeepsPersistentIndexesThroughRandomChanges() {
@@ -217,11 +237,14 @@ class TestAdminUnits : public QObject {
         next.push_back({i.key, random->bounded(3) == 0 ? i.value + 1 : i.value});
       }
       for (int k = 0; k < static_cast<int>(next.size()); ++k) {
-        if (random->bounded(6) == 0) std::swap(next[static_cast<std::size_t>(k)], next[random->bounded(static_cast<quint32>(next.size()))]);
+        if (random->bounded(6) == 0)
+          std::swap(next[static_cast<std::size_t>(k)],
+                    next[random->bounded(static_cast<quint32>(next.size()))]);
       }
       const int added = static_cast<int>(random->bounded(6));
       for (int a = 0; a < added; ++a) {
-        next.insert(next.begin() + random->bounded(static_cast<quint32>(next.size() + 1)), {nextKey++, 0});
+        next.insert(next.begin() + random->bounded(static_cast<quint32>(next.size() + 1)),
+                    {nextKey++, 0});
       }
       // Track one surviving row through the change.
       QPersistentModelIndex tracked;
@@ -236,12 +259,138 @@ class TestAdminUnits : public QObject {
       for (const Item& i : next) expected.push_back(i.key);
       QCOMPARE(keys(model), expected);
       for (std::size_t i = 0; i < next.size(); ++i) QCOMPARE(model.rows()[i].value, next[i].value);
-      const bool survived = std::any_of(next.begin(), next.end(), [&](const Item& i) { return i.key == trackedKey; });
+      const bool survived =
+          std::any_of(next.begin(), next.end(), [&](const Item& i) { return i.key == trackedKey; });
       if (trackedKey >= 0) {
         QCOMPARE(tracked.isValid(), survived);
         if (survived) QCOMPARE(model.index(tracked.row(), 0).data().toInt(), trackedKey);
       }
       current = next;
+    }
+  }
+
+  void settleWaitsForTheLeaseCorrectsFailedAndLeavesSuccess() {
+    const Timestamp now{std::chrono::microseconds(1'700'000'000'000'000)};
+    Record r;
+    r.idempotencyKey = "pay-1";
+    r.status = RecordStatus::Processing;
+    r.leaseExpiresAt = now + 25s + 300ms;
+    SettleAvailability a = settleAvailability(r, now);
+    QVERIFY(!a.allowed);
+    QCOMPARE(a.leaseEndsAt, r.leaseExpiresAt);
+    QVERIFY2(a.explanation.contains(displayTime(*r.leaseExpiresAt)) &&
+                 a.explanation.contains(QStringLiteral("in 26 s")) &&
+                 a.explanation.contains(QStringLiteral("claimant may still answer")),
+             qPrintable(a.explanation));
+    r.leaseExpiresAt = now + 200ms;  // rounded up: never "in 0 s" while it runs
+    QVERIFY(settleAvailability(r, now).explanation.contains(QStringLiteral("in 1 s")));
+
+    r.leaseExpiresAt = now - 1s;
+    a = settleAvailability(r, now);
+    QVERIFY(a.allowed && !a.correction && !a.leaseEndsAt);
+    r.status = RecordStatus::Unknown;
+    QVERIFY(settleAvailability(r, now).allowed);
+
+    r.status = RecordStatus::Failed;
+    a = settleAvailability(r, now);
+    QVERIFY(a.allowed && a.correction);
+    QVERIFY(a.explanation.contains(QStringLiteral("money moved after all")));
+    r.status = RecordStatus::Success;
+    a = settleAvailability(r, now);
+    QVERIFY(!a.allowed);
+    QVERIFY(a.explanation.contains(QStringLiteral("final")));
+
+    QVERIFY(offersTarget(RecordStatus::Unknown, RecordStatus::Failed));
+    QVERIFY(offersTarget(RecordStatus::Processing, RecordStatus::Success));
+    QVERIFY(offersTarget(RecordStatus::Failed, RecordStatus::Success));
+    QVERIFY(!offersTarget(RecordStatus::Failed, RecordStatus::Failed));
+    QVERIFY(!offersTarget(RecordStatus::Success, RecordStatus::Failed));
+    QVERIFY(!offersTarget(RecordStatus::Unknown, RecordStatus::Unknown));
+  }
+
+  void retiredAndReconcilerReadApart() {
+    AttemptModel attempts;
+    QAbstractItemModelTester t1(&attempts, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    Attempt retired;
+    retired.id = 1;
+    retired.outcome = Outcome::Retired;
+    Attempt replayed;
+    replayed.id = 2;
+    replayed.outcome = Outcome::Replayed;
+    attempts.setAttempts({retired, replayed});
+    const QModelIndex r = attempts.index(0, AttemptModel::Outcome);
+    QCOMPARE(r.data().toString(), QStringLiteral("retired"));
+    QCOMPARE(r.data(Qt::ForegroundRole).value<QBrush>().color(),
+             outcomeForeground(Outcome::Retired));
+    QVERIFY(r.data(Qt::ToolTipRole).toString().contains(QStringLiteral("retention")));
+    QVERIFY(!attempts.index(1, AttemptModel::Outcome).data(Qt::ForegroundRole).isValid());
+
+    TransitionModel transitions;
+    QAbstractItemModelTester t2(&transitions,
+                                QAbstractItemModelTester::FailureReportingMode::QtTest);
+    Transition bySystem;
+    bySystem.id = 1;
+    Transition byReconciler;
+    byReconciler.id = 2;
+    byReconciler.actorKind = ActorKind::Reconciler;
+    Transition byOperator;
+    byOperator.id = 3;
+    byOperator.actorKind = ActorKind::Operator;
+    transitions.setTransitions({bySystem, byReconciler, byOperator});
+    const QModelIndex kind = transitions.index(1, TransitionModel::ActorKind);
+    QCOMPARE(kind.data().toString(), QStringLiteral("reconciler"));
+    QVERIFY(kind.data(Qt::FontRole).value<QFont>().italic());
+    QVERIFY(!kind.data(Qt::FontRole).value<QFont>().bold());
+    QCOMPARE(kind.data(Qt::ForegroundRole).value<QBrush>().color(),
+             actorKindForeground(ActorKind::Reconciler));
+    QVERIFY(kind.data(Qt::ToolTipRole).toString().contains(QStringLiteral("idem.reconcile")));
+    QCOMPARE(kind.data(TransitionModel::ActorKindRole).toInt(),
+             static_cast<int>(ActorKind::Reconciler));
+    QVERIFY(
+        transitions.index(2, TransitionModel::ActorKind).data(Qt::FontRole).value<QFont>().bold());
+    QVERIFY(!transitions.index(0, TransitionModel::ActorKind).data(Qt::FontRole).isValid());
+    QVERIFY(actorKindForeground(ActorKind::Reconciler) != actorKindForeground(ActorKind::Operator));
+  }
+
+  void theFlowsThatCountForMoneyAreMarked() {
+    FundFlowModel flows;
+    QAbstractItemModelTester t(&flows, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    std::vector<FundFlow> rows;
+    for (const FundFlowKind kind : allValues<FundFlowKind>()) {
+      FundFlow f;
+      f.id = static_cast<std::int64_t>(rows.size()) + 1;
+      f.kind = kind;
+      rows.push_back(f);
+    }
+    flows.setFlows(rows);
+    const auto row = [&](FundFlowKind kind) {
+      for (int i = 0; i < flows.rowCount(); ++i) {
+        if (flows.index(i, 0).data(FundFlowModel::KindRole).toInt() == static_cast<int>(kind)) {
+          return i;
+        }
+      }
+      return -1;
+    };
+    // Unmarked (the detail pane): every flow looks alike.
+    QVERIFY(!flows.index(row(FundFlowKind::Freeze), FundFlowModel::Kind)
+                 .data(Qt::ForegroundRole)
+                 .isValid());
+    QSignalSpy changed(&flows, &QAbstractItemModel::dataChanged);
+    flows.setMarkingMoneyMovement(true);
+    QCOMPARE(changed.count(), 1);
+    for (const FundFlowKind kind :
+         {FundFlowKind::Debit, FundFlowKind::Capture, FundFlowKind::Refund}) {
+      const QModelIndex i = flows.index(row(kind), FundFlowModel::Kind);
+      QVERIFY(i.data(FundFlowModel::MovesMoneyRole).toBool());
+      QVERIFY(i.data(Qt::FontRole).value<QFont>().bold());
+      QVERIFY(!i.data(Qt::ForegroundRole).isValid());
+    }
+    for (const FundFlowKind kind :
+         {FundFlowKind::Freeze, FundFlowKind::Unfreeze, FundFlowKind::Credit}) {
+      const QModelIndex i = flows.index(row(kind), FundFlowModel::Kind);
+      QVERIFY(!i.data(FundFlowModel::MovesMoneyRole).toBool());
+      QVERIFY(i.data(Qt::ForegroundRole).isValid());
+      QVERIFY(i.data(Qt::ToolTipRole).toString().contains(QStringLiteral("does not count")));
     }
   }
 
