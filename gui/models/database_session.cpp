@@ -26,26 +26,33 @@ DatabaseSession::DatabaseSession(QObject* parent) : QObject(parent), worker_(new
 
   // Queued: the worker emits on its thread, these run on ours.
   const auto queued = Qt::QueuedConnection;
-  connect(worker_, &DatabaseWorker::connected, this, [this](const ConnectionInfo& info) {
-    info_ = info;
-    lastError_.clear();
-    nextRetry_.reset();
-    setState(ConnectionState::Connected);
-    emit connected(info);
-  }, queued);
-  connect(worker_, &DatabaseWorker::disconnected, this, [this](const QString& message, int retryInMs) {
-    if (!settings_) return;  // closed meanwhile
-    lastError_ = message;
-    if (retryInMs >= 0) {
-      nextRetry_ = QDeadlineTimer(retryInMs);
-    } else {
-      nextRetry_.reset();
-    }
-    setState(ConnectionState::Disconnected);
-    emit disconnected(message, retryInMs);
-  }, queued);
+  connect(
+      worker_, &DatabaseWorker::connected, this,
+      [this](const ConnectionInfo& info) {
+        info_ = info;
+        lastError_.clear();
+        nextRetry_.reset();
+        setState(ConnectionState::Connected);
+        emit connected(info);
+      },
+      queued);
+  connect(
+      worker_, &DatabaseWorker::disconnected, this,
+      [this](const QString& message, int retryInMs) {
+        if (!settings_) return;  // closed meanwhile
+        lastError_ = message;
+        if (retryInMs >= 0) {
+          nextRetry_ = QDeadlineTimer(retryInMs);
+        } else {
+          nextRetry_.reset();
+        }
+        setState(ConnectionState::Disconnected);
+        emit disconnected(message, retryInMs);
+      },
+      queued);
   connect(worker_, &DatabaseWorker::pageFetched, this, &DatabaseSession::pageFetched, queued);
-  connect(worker_, &DatabaseWorker::evidenceFetched, this, &DatabaseSession::evidenceFetched, queued);
+  connect(worker_, &DatabaseWorker::evidenceFetched, this, &DatabaseSession::evidenceFetched,
+          queued);
   connect(worker_, &DatabaseWorker::countsFetched, this, &DatabaseSession::countsFetched, queued);
   connect(worker_, &DatabaseWorker::assessed, this, &DatabaseSession::assessed, queued);
   connect(worker_, &DatabaseWorker::settled, this, &DatabaseSession::settled, queued);
@@ -71,14 +78,16 @@ void DatabaseSession::open(const idem::ConnectionSettings& settings, ReconnectBa
   lastError_.clear();
   nextRetry_.reset();
   setState(ConnectionState::Connecting);
-  QMetaObject::invokeMethod(worker_, [w = worker_, settings, backoff] { w->open(settings, backoff); },
-                            Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, settings, backoff] { w->open(settings, backoff); },
+      Qt::QueuedConnection);
 }
 
 void DatabaseSession::close() {
   settings_.reset();
   nextRetry_.reset();
-  QMetaObject::invokeMethod(worker_, [w = worker_] { w->close(); }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_] { w->close(); }, Qt::QueuedConnection);
   setState(ConnectionState::Closed);
 }
 
@@ -95,7 +104,8 @@ void DatabaseSession::setState(ConnectionState state) {
 quint64 DatabaseSession::fetchPage(const JobTicket& ticket, const RecordFilter& filter,
                                    const std::optional<RecordCursor>& after, int limit) {
   QMetaObject::invokeMethod(
-      worker_, [w = worker_, ticket, filter, after, limit] { w->fetchPage(ticket, filter, after, limit); },
+      worker_,
+      [w = worker_, ticket, filter, after, limit] { w->fetchPage(ticket, filter, after, limit); },
       Qt::QueuedConnection);
   return ticket.job;
 }
@@ -112,27 +122,33 @@ quint64 DatabaseSession::fetchWindow(const JobTicket& ticket, const RecordFilter
 }
 
 quint64 DatabaseSession::fetchEvidence(const JobTicket& ticket, const std::string& key) {
-  QMetaObject::invokeMethod(worker_, [w = worker_, ticket, key] { w->fetchEvidence(ticket, key); },
-                            Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, ticket, key] { w->fetchEvidence(ticket, key); }, Qt::QueuedConnection);
   return ticket.job;
 }
 
 quint64 DatabaseSession::fetchCounts(const JobTicket& ticket) {
-  QMetaObject::invokeMethod(worker_, [w = worker_, ticket] { w->fetchCounts(ticket); },
-                            Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, ticket] { w->fetchCounts(ticket); }, Qt::QueuedConnection);
   return ticket.job;
 }
 
-quint64 DatabaseSession::assess(const JobTicket& ticket, const std::string& key, RecordStatus to) {
-  QMetaObject::invokeMethod(worker_, [w = worker_, ticket, key, to] { w->assess(ticket, key, to); },
-                            Qt::QueuedConnection);
+quint64 DatabaseSession::assess(const JobTicket& ticket, const std::string& key, RecordStatus to,
+                                bool overrideMoneyMoved) {
+  QMetaObject::invokeMethod(
+      worker_,
+      [w = worker_, ticket, key, to, overrideMoneyMoved] {
+        w->assess(ticket, key, to, overrideMoneyMoved);
+      },
+      Qt::QueuedConnection);
   return ticket.job;
 }
 
 quint64 DatabaseSession::settle(const idem::SettleRequest& request) {
   const JobTicket ticket{nextJob(), 0, nullptr};
-  QMetaObject::invokeMethod(worker_, [w = worker_, ticket, request] { w->settle(ticket, request); },
-                            Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      worker_, [w = worker_, ticket, request] { w->settle(ticket, request); },
+      Qt::QueuedConnection);
   return ticket.job;
 }
 

@@ -52,7 +52,9 @@ class DatabaseSession : public QObject {
                       const RecordCursor& through, int limit, int firstPageLimit);
   quint64 fetchEvidence(const JobTicket& ticket, const std::string& key);
   quint64 fetchCounts(const JobTicket& ticket);
-  quint64 assess(const JobTicket& ticket, const std::string& key, RecordStatus to);
+  // overrideMoneyMoved: weigh the decision as if the override were ticked.
+  quint64 assess(const JobTicket& ticket, const std::string& key, RecordStatus to,
+                 bool overrideMoneyMoved = false);
   quint64 settle(const idem::SettleRequest& request);
 
   // A fresh job number (tickets are made from it and the requester's Generation).

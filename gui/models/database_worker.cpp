@@ -109,9 +109,8 @@ ConnectionInfo DatabaseWorker::describeConnection() {
   ConnectionInfo info;
   const Timestamp before = localNow();
   pqxx::nontransaction tx(*connection_);
-  const pqxx::result r = idem::translatingErrors("describe the connection", [&] {
-    return tx.exec(kDescribe);
-  });
+  const pqxx::result r =
+      idem::translatingErrors("describe the connection", [&] { return tx.exec(kDescribe); });
   const Timestamp after = localNow();
   if (r.empty()) throw idem::DatabaseError("", "the connected role is not in pg_roles");
   const pqxx::row row = r[0];
@@ -212,7 +211,8 @@ void DatabaseWorker::fetchWindow(const JobTicket& ticket, const RecordFilter& fi
       page.hasMore = static_cast<int>(page.records.size()) > firstPageLimit;
       if (page.hasMore) page.records.pop_back();
     } else {
-      page.hasMore = exists(tx, moreAfterQuery(filter, cursorOf(page.records.back(), filter.order)));
+      page.hasMore =
+          exists(tx, moreAfterQuery(filter, cursorOf(page.records.back(), filter.order)));
     }
     tx.commit();
     page.databaseTime = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
@@ -239,7 +239,8 @@ void DatabaseWorker::fetchEvidence(const JobTicket& ticket, const std::string& k
 void DatabaseWorker::fetchCounts(const JobTicket& ticket) {
   run(ticket, "count stuck records", [&](pqxx::connection& c) {
     pqxx::nontransaction tx(c);
-    const pqxx::row r = idem::translatingErrors("count stuck records", [&] { return tx.exec(kCounts)[0]; });
+    const pqxx::row r =
+        idem::translatingErrors("count stuck records", [&] { return tx.exec(kCounts)[0]; });
     UnsettledCounts counts;
     counts.processing = r[0].as<qint64>();
     counts.processingPastLease = r[1].as<qint64>();
@@ -249,10 +250,11 @@ void DatabaseWorker::fetchCounts(const JobTicket& ticket) {
   });
 }
 
-void DatabaseWorker::assess(const JobTicket& ticket, const std::string& key, RecordStatus to) {
+void DatabaseWorker::assess(const JobTicket& ticket, const std::string& key, RecordStatus to,
+                            bool overrideMoneyMoved) {
   run(ticket, "weigh the evidence", [&](pqxx::connection& c) {
     const idem::SettleAssessment assessment = idem::translatingErrors(
-        "weigh the evidence", [&] { return idem::assessSettle(c, key, to); });
+        "weigh the evidence", [&] { return idem::assessSettle(c, key, to, overrideMoneyMoved); });
     emit assessed(ticket.job, assessment);
   });
 }

@@ -40,7 +40,8 @@ class DatabaseWorker : public QObject {
                    int limit, int firstPageLimit);
   void fetchEvidence(const JobTicket& ticket, const std::string& key);
   void fetchCounts(const JobTicket& ticket);
-  void assess(const JobTicket& ticket, const std::string& key, RecordStatus to);
+  void assess(const JobTicket& ticket, const std::string& key, RecordStatus to,
+              bool overrideMoneyMoved);
   // idem::settleRecord: the checked path shared with `idemctl settle`.
   void settle(const JobTicket& ticket, const idem::SettleRequest& request);
 

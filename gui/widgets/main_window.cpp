@@ -22,6 +22,8 @@
 #include "models/database_session.hpp"
 #include "models/record_table_model.hpp"
 #include "models/selected_record.hpp"
+#include "models/settle_availability.hpp"
+#include "models/timestamps.hpp"
 #include "widgets/connection_dialog.hpp"
 #include "widgets/connection_status_label.hpp"
 #include "widgets/record_detail_view.hpp"
@@ -33,9 +35,12 @@ namespace idem::admin {
 namespace {
 
 constexpr int kRecordsTab = 0;
+constexpr std::chrono::milliseconds kLeaseClockMargin{500};
 constexpr int kAttentionTab = 1;
 
-QString number(qint64 n) { return QLocale(QLocale::English).toString(n); }
+QString number(qint64 n) {
+  return QLocale(QLocale::English).toString(n);
+}
 
 QLabel* statusField(QWidget* parent, const QString& name) {
   auto* label = new QLabel(parent);
@@ -104,6 +109,9 @@ MainWindow::MainWindow(const Options& options, QWidget* parent)
   connect(recordsView_, &RecordTableView::orderRequested, filterBar_, &RecordFilterBar::setOrder);
   connect(selected_, &SelectedRecord::changed, this, &MainWindow::updateSettleAction);
 
+  leaseTimer_.setInterval(1000);
+  connect(&leaseTimer_, &QTimer::timeout, this, &MainWindow::updateSettleAction);
+
   refreshTimer_.setInterval(static_cast<int>(options_.refreshInterval.count()));
   connect(&refreshTimer_, &QTimer::timeout, this, [this] { refreshAll(true); });
   refreshTimer_.start();
@@ -139,14 +147,15 @@ void MainWindow::buildActions() {
                         QStringLiteral("Re-read what is shown, keeping the selection (F5)"),
                         QStyle::SP_BrowserReload);
   refreshAction_->setObjectName(QStringLiteral("refreshAction"));
-  pauseAction_ = make(QStringLiteral("&Pause auto-refresh"), {QKeySequence(Qt::Key_Space), QKeySequence(Qt::Key_P)},
-                      QStringLiteral("Stop refreshing every few seconds (Space or P)"),
-                      QStyle::SP_MediaPause);
+  pauseAction_ = make(
+      QStringLiteral("&Pause auto-refresh"), {QKeySequence(Qt::Key_Space), QKeySequence(Qt::Key_P)},
+      QStringLiteral("Stop refreshing every few seconds (Space or P)"), QStyle::SP_MediaPause);
   pauseAction_->setObjectName(QStringLiteral("pauseAction"));
   pauseAction_->setCheckable(true);
-  exportAction_ = make(QStringLiteral("&Export view as CSV\u2026"), {QKeySequence(Qt::CTRL | Qt::Key_E)},
-                       QStringLiteral("Write the rows of the visible table to a CSV file (Ctrl+E)"),
-                       QStyle::SP_DialogSaveButton);
+  exportAction_ =
+      make(QStringLiteral("&Export view as CSV\u2026"), {QKeySequence(Qt::CTRL | Qt::Key_E)},
+           QStringLiteral("Write the rows of the visible table to a CSV file (Ctrl+E)"),
+           QStyle::SP_DialogSaveButton);
   exportAction_->setObjectName(QStringLiteral("exportAction"));
   settleAction_ = make(QStringLiteral("&Settle\u2026"), {QKeySequence(Qt::CTRL | Qt::Key_S)},
                        QStringLiteral("Decide the outcome of the selected stuck record (Ctrl+S)"),
@@ -154,15 +163,16 @@ void MainWindow::buildActions() {
   settleAction_->setObjectName(QStringLiteral("settleAction"));
   filterAction_ = make(QStringLiteral("&Find\u2026"), {QKeySequence(Qt::CTRL | Qt::Key_F)},
                        QStringLiteral("Search by key or biz id (Ctrl+F)"), QStyle::SP_CustomBase);
-  copyKeyAction_ = make(QStringLiteral("Copy &key"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C)},
-                        QStringLiteral("Copy the selected idempotency key (Ctrl+Shift+C)"),
-                        QStyle::SP_CustomBase);
+  copyKeyAction_ = make(
+      QStringLiteral("Copy &key"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C)},
+      QStringLiteral("Copy the selected idempotency key (Ctrl+Shift+C)"), QStyle::SP_CustomBase);
   quitAction_ = make(QStringLiteral("&Quit"), {QKeySequence::Quit}, QStringLiteral("Quit"),
                      QStyle::SP_CustomBase);
   auto* recordsTab = make(QStringLiteral("&Records"), {QKeySequence(Qt::CTRL | Qt::Key_1)},
                           QStringLiteral("All records (Ctrl+1)"), QStyle::SP_CustomBase);
-  auto* attentionTab = make(QStringLiteral("Needs &attention"), {QKeySequence(Qt::CTRL | Qt::Key_2)},
-                            QStringLiteral("Stuck records, oldest first (Ctrl+2)"), QStyle::SP_CustomBase);
+  auto* attentionTab =
+      make(QStringLiteral("Needs &attention"), {QKeySequence(Qt::CTRL | Qt::Key_2)},
+           QStringLiteral("Stuck records, oldest first (Ctrl+2)"), QStyle::SP_CustomBase);
 
   connect(connectAction_, &QAction::triggered, this, [this] {
     if (auto settings = ConnectionDialog::ask(this)) connectTo(*settings);
@@ -176,7 +186,8 @@ void MainWindow::buildActions() {
     filterBar_->focusSearch();
   });
   connect(copyKeyAction_, &QAction::triggered, this, [this] {
-    if (!selected_->key().empty()) QApplication::clipboard()->setText(QString::fromStdString(selected_->key()));
+    if (!selected_->key().empty())
+      QApplication::clipboard()->setText(QString::fromStdString(selected_->key()));
   });
   connect(quitAction_, &QAction::triggered, this, &QWidget::close);
   connect(recordsTab, &QAction::triggered, this, &MainWindow::showRecords);
@@ -269,7 +280,8 @@ void MainWindow::buildLayout() {
 
   connectionLabel_ = new ConnectionStatusLabel(session_, this);
   readOnlyLabel_ = statusField(this, QStringLiteral("readOnlyStatus"));
-  readOnlyLabel_->setStyleSheet(QStringLiteral("QLabel { background: #FFE3A3; color: #7A4E00; font-weight: 600; border-radius: 3px; }"));
+  readOnlyLabel_->setStyleSheet(QStringLiteral(
+      "QLabel { background: #FFE3A3; color: #7A4E00; font-weight: 600; border-radius: 3px; }"));
   readOnlyLabel_->setVisible(false);
   countsLabel_ = statusField(this, QStringLiteral("countsStatus"));
   loadedLabel_ = statusField(this, QStringLiteral("loadedStatus"));
@@ -286,23 +298,39 @@ void MainWindow::connectTo(const idem::ConnectionSettings& settings) {
   session_->open(DatabaseSession::withAdminDefaults(settings), options_.backoff);
 }
 
-SettleDialog* MainWindow::settleDialog() const { return settleDialog_.data(); }
+SettleDialog* MainWindow::settleDialog() const {
+  return settleDialog_.data();
+}
 
-QString MainWindow::connectionStatusText() const { return connectionLabel_->text(); }
-QString MainWindow::countsText() const { return countsLabel_->text(); }
-bool MainWindow::isPaused() const { return pauseAction_->isChecked(); }
+QString MainWindow::connectionStatusText() const {
+  return connectionLabel_->text();
+}
+QString MainWindow::countsText() const {
+  return countsLabel_->text();
+}
+bool MainWindow::isPaused() const {
+  return pauseAction_->isChecked();
+}
 bool MainWindow::isReadOnly() const {
   return session_->isConnected() && !session_->info().isOperator;
 }
 
-void MainWindow::showRecords() { tabs_->setCurrentIndex(kRecordsTab); }
-void MainWindow::showAttention() { tabs_->setCurrentIndex(kAttentionTab); }
-bool MainWindow::attentionShown() const { return tabs_->currentIndex() == kAttentionTab; }
+void MainWindow::showRecords() {
+  tabs_->setCurrentIndex(kRecordsTab);
+}
+void MainWindow::showAttention() {
+  tabs_->setCurrentIndex(kAttentionTab);
+}
+bool MainWindow::attentionShown() const {
+  return tabs_->currentIndex() == kAttentionTab;
+}
 
 RecordTableView* MainWindow::activeView() const {
   return attentionShown() ? attentionView_ : recordsView_;
 }
-RecordTableModel* MainWindow::activeModel() const { return attentionShown() ? attention_ : records_; }
+RecordTableModel* MainWindow::activeModel() const {
+  return attentionShown() ? attention_ : records_;
+}
 
 bool MainWindow::selectRecord(const QString& key) {
   const int row = activeModel()->rowOfKey(key.toStdString());
@@ -319,12 +347,16 @@ void MainWindow::setPaused(bool paused) {
     pauseAction_->setChecked(paused);  // re-enters through toggled
     return;
   }
-  pauseAction_->setText(paused ? QStringLiteral("&Resume auto-refresh") : QStringLiteral("&Pause auto-refresh"));
-  pauseAction_->setIcon(style()->standardIcon(paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
+  pauseAction_->setText(paused ? QStringLiteral("&Resume auto-refresh")
+                               : QStringLiteral("&Pause auto-refresh"));
+  pauseAction_->setIcon(
+      style()->standardIcon(paused ? QStyle::SP_MediaPlay : QStyle::SP_MediaPause));
   updateRefreshText();
 }
 
-void MainWindow::refreshNow() { refreshAll(false); }
+void MainWindow::refreshNow() {
+  refreshAll(false);
+}
 
 void MainWindow::refreshAll(bool automatic) {
   if (automatic && (isPaused() || !session_->isConnected())) return;
@@ -371,22 +403,26 @@ void MainWindow::onCountsFetched(quint64 job, const UnsettledCounts& counts) {
     haveCounts_ = true;
   }
   const qint64 stuck = counts.processingPastLease + counts.unknown;
-  tabs_->setTabText(kAttentionTab, stuck > 0 ? QStringLiteral("Needs attention (%1)").arg(number(stuck))
-                                             : QStringLiteral("Needs attention"));
+  tabs_->setTabText(kAttentionTab, stuck > 0
+                                       ? QStringLiteral("Needs attention (%1)").arg(number(stuck))
+                                       : QStringLiteral("Needs attention"));
   countsLabel_->setText(
-      stuck > 0 ? QStringLiteral("stuck: <b style=\"color:#7A4E00;\">%1</b> processing past lease \u00B7 "
-                                 "<b style=\"color:#A32500;\">%2</b> unknown")
-                      .arg(number(counts.processingPastLease), number(counts.unknown))
-                : QStringLiteral("nothing stuck"));
-  countsLabel_->setToolTip(QStringLiteral("%1 PROCESSING (%2 past their lease), %3 UNKNOWN; about %4 records in all")
-                               .arg(number(counts.processing), number(counts.processingPastLease),
-                                    number(counts.unknown),
-                                    counts.estimatedRecords >= 0 ? number(counts.estimatedRecords)
-                                                                 : QStringLiteral("?")));
+      stuck > 0
+          ? QStringLiteral("stuck: <b style=\"color:#7A4E00;\">%1</b> processing past lease \u00B7 "
+                           "<b style=\"color:#A32500;\">%2</b> unknown")
+                .arg(number(counts.processingPastLease), number(counts.unknown))
+          : QStringLiteral("nothing stuck"));
+  countsLabel_->setToolTip(
+      QStringLiteral("%1 PROCESSING (%2 past their lease), %3 UNKNOWN; about %4 records in all")
+          .arg(number(counts.processing), number(counts.processingPastLease),
+               number(counts.unknown),
+               counts.estimatedRecords >= 0 ? number(counts.estimatedRecords)
+                                            : QStringLiteral("?")));
   attentionHeader_->setText(
-      QStringLiteral("<b>Stuck records</b>, the one waiting longest first: PROCESSING past its lease "
-                     "(%1) and UNKNOWN (%2). Each needs a person to decide, with evidence, whether the "
-                     "side effect happened.")
+      QStringLiteral(
+          "<b>Stuck records</b>, the one waiting longest first: PROCESSING past its lease "
+          "(%1) and UNKNOWN (%2). Each needs a person to decide, with evidence, whether the "
+          "side effect happened.")
           .arg(number(counts.processingPastLease), number(counts.unknown)));
 }
 
@@ -396,53 +432,76 @@ void MainWindow::onCurrentRowChanged(RecordTableView* view, const QModelIndex& c
   // Rows moving or leaving during a refresh move Qt's current index to a neighbour; the detail
   // stays on the record the operator chose.
   if (model->isApplying()) return;
-  selected_->select(current.isValid() ? current.data(RecordTableModel::KeyRole).toString().toStdString()
-                                      : std::string());
+  selected_->select(current.isValid()
+                        ? current.data(RecordTableModel::KeyRole).toString().toStdString()
+                        : std::string());
 }
 
 void MainWindow::onTabChanged() {
   const QModelIndex current = activeView()->currentIndex();
-  selected_->select(current.isValid() ? current.data(RecordTableModel::KeyRole).toString().toStdString()
-                                      : std::string());
+  selected_->select(current.isValid()
+                        ? current.data(RecordTableModel::KeyRole).toString().toStdString()
+                        : std::string());
   updateLoadedText();
 }
 
 void MainWindow::updateSettleAction() {
-  QString why;
+  QString why;   // not allowed: why
+  QString tip;   // allowed: what it will do
+  QString hint;  // beside the detail's Settle button: a live lease, a correction
+  bool correction = false;
+  bool leaseLive = false;
   const std::optional<Record>& r = selected_->record();
   if (!session_->isConnected()) {
     why = QStringLiteral("Not connected to the database");
   } else if (!session_->info().isOperator) {
-    why = QStringLiteral("Read-only: %1 is not a member of idem_operator, so it may not settle records")
+    why = QStringLiteral(
+              "Read-only: %1 is not a member of idem_operator, so it may not settle records")
               .arg(session_->info().role);
   } else if (selected_->key().empty()) {
-    why = QStringLiteral("Select a PROCESSING or UNKNOWN record to settle it");
+    why = QStringLiteral("Select a PROCESSING, UNKNOWN or FAILED record to settle it");
   } else if (!r) {
     why = QStringLiteral("The selected record is still loading");
-  } else if (!isUnsettled(r->status)) {
-    why = QStringLiteral("Only PROCESSING or UNKNOWN records can be settled; this one is %1")
-              .arg(QString::fromUtf8(format(r->status).data(), static_cast<qsizetype>(format(r->status).size())));
+  } else {
+    // Leases are on the server's clock, which is known to within half a round trip: the lease is
+    // taken to run a little longer, so the action is not offered a moment before the server
+    // would still answer lease_active.
+    const SettleAvailability a =
+        settleAvailability(*r, localNow() + session_->info().clockOffset - kLeaseClockMargin);
+    correction = a.correction;
+    leaseLive = a.leaseEndsAt.has_value();
+    (a.allowed ? tip : why) = a.explanation;
+    if (leaseLive || correction) hint = a.explanation;
   }
+  // While a lease runs, decide again every second: the countdown moves, and the action becomes
+  // available when the lease ends, without a refresh or a new selection.
+  if (leaseLive && !leaseTimer_.isActive()) leaseTimer_.start();
+  if (!leaseLive) leaseTimer_.stop();
+
   settleAction_->setEnabled(why.isEmpty());
-  settleAction_->setToolTip(why.isEmpty() ? QStringLiteral("Decide the outcome of %1 (Ctrl+S)")
-                                                .arg(QString::fromStdString(selected_->key()))
-                                          : why);
+  settleAction_->setText(correction ? QStringLiteral("&Correct to SUCCESS\u2026")
+                                    : QStringLiteral("&Settle\u2026"));
+  settleAction_->setToolTip(why.isEmpty() ? tip : why);
+  settleAction_->setStatusTip(why.isEmpty() ? tip : why);
+  detail_->setSettleHint(hint, leaseLive);
 }
 
 void MainWindow::updateLoadedText() {
   const RecordTableModel* model = activeModel();
-  QString text = QStringLiteral("%1 %2 loaded").arg(number(model->rowCount()),
-                                                   model->rowCount() == 1 ? QStringLiteral("row") : QStringLiteral("rows"));
+  QString text = QStringLiteral("%1 %2 loaded")
+                     .arg(number(model->rowCount()),
+                          model->rowCount() == 1 ? QStringLiteral("row") : QStringLiteral("rows"));
   if (model->hasMore()) text += QStringLiteral(", more below");
   if (model->isLoading()) text += QStringLiteral(" \u00B7 loading\u2026");
   if (!model->lastError().isEmpty()) {
     text += QStringLiteral(" \u00B7 <span style=\"color:#C62828;\">last read failed</span>");
   }
   loadedLabel_->setText(text);
-  loadedLabel_->setToolTip(model->lastError().isEmpty()
-                               ? QStringLiteral("last read took %1 ms in the database")
-                                     .arg(static_cast<double>(model->lastDatabaseTime().count()) / 1000.0, 0, 'f', 1)
-                               : model->lastError());
+  loadedLabel_->setToolTip(
+      model->lastError().isEmpty()
+          ? QStringLiteral("last read took %1 ms in the database")
+                .arg(static_cast<double>(model->lastDatabaseTime().count()) / 1000.0, 0, 'f', 1)
+          : model->lastError());
 }
 
 void MainWindow::updateRefreshText() {
@@ -458,7 +517,8 @@ SettleDialog* MainWindow::openSettleDialog() {
     settleDialog_->raise();
     return settleDialog_;
   }
-  auto* dialog = new SettleDialog(session_, *selected_->record(), selected_->fundFlows()->rows(), this);
+  auto* dialog =
+      new SettleDialog(session_, *selected_->record(), selected_->fundFlows()->rows(), this);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &SettleDialog::recordSettled, this,
           [this](const QString& key, const idem::SettleOutcome& outcome) {
@@ -480,20 +540,23 @@ int MainWindow::exportCsv(QIODevice& out) const {
 }
 
 void MainWindow::exportToFile() {
-  const QString suggested = QStringLiteral("idemwatch-%1-%2.csv")
-                                .arg(attentionShown() ? QStringLiteral("attention") : QStringLiteral("records"),
-                                     QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmm")));
-  const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export the view as CSV"), suggested,
-                                                    QStringLiteral("CSV files (*.csv)"));
+  const QString suggested =
+      QStringLiteral("idemwatch-%1-%2.csv")
+          .arg(attentionShown() ? QStringLiteral("attention") : QStringLiteral("records"),
+               QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmm")));
+  const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export the view as CSV"),
+                                                    suggested, QStringLiteral("CSV files (*.csv)"));
   if (path.isEmpty()) return;
   QSaveFile file(path);
   if (!file.open(QIODevice::WriteOnly)) {
-    statusBar()->showMessage(QStringLiteral("Cannot write %1: %2").arg(path, file.errorString()), 15000);
+    statusBar()->showMessage(QStringLiteral("Cannot write %1: %2").arg(path, file.errorString()),
+                             15000);
     return;
   }
   const int rows = exportCsv(file);
   if (rows < 0 || !file.commit()) {
-    statusBar()->showMessage(QStringLiteral("Export to %1 failed: %2").arg(path, file.errorString()), 15000);
+    statusBar()->showMessage(
+        QStringLiteral("Export to %1 failed: %2").arg(path, file.errorString()), 15000);
     return;
   }
   statusBar()->showMessage(QStringLiteral("Exported %1 rows to %2").arg(number(rows), path), 15000);

@@ -131,6 +131,7 @@ class MainWindow : public QMainWindow {
   QAction* quitAction_ = nullptr;
 
   QTimer refreshTimer_;
+  QTimer leaseTimer_;  // runs while the selected record's lease is live
   Generation countsGeneration_;
   quint64 countsJob_ = 0;
   UnsettledCounts counts_;

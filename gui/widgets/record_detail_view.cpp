@@ -44,6 +44,7 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
       title_(new QLabel(this)),
       status_(new QLabel(this)),
       settleButton_(new QToolButton(this)),
+      settleHint_(new QLabel(this)),
       tabs_(new QTabWidget(this)) {
   setObjectName(QStringLiteral("recordDetail"));
   placeholder_->setAlignment(Qt::AlignCenter);
@@ -72,6 +73,12 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
   header->addSpacing(8);
   header->addWidget(status_);
   header->addStretch(1);
+  settleHint_->setObjectName(QStringLiteral("detailSettleHint"));
+  settleHint_->setWordWrap(true);
+  settleHint_->setMaximumWidth(560);
+  settleHint_->setAlignment(Qt::AlignRight | Qt::AlignVCenter);
+  settleHint_->setVisible(false);
+  header->addWidget(settleHint_);
   header->addWidget(settleButton_);
   outer->addLayout(header);
 
@@ -90,6 +97,7 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
   addField(form, QStringLiteral("lease_expires_at"), QStringLiteral("Lease expires"));
   addField(form, QStringLiteral("request_hash"), QStringLiteral("Request hash"));
   addField(form, QStringLiteral("last_error"), QStringLiteral("Last error"));
+  addField(form, QStringLiteral("retry_allowed"), QStringLiteral("Retry"));
   fieldsBox->setMinimumWidth(340);
   fieldsBox->setMaximumWidth(460);
   body->addWidget(fieldsBox, 0, Qt::AlignTop);
@@ -149,6 +157,17 @@ QString RecordDetailView::fieldText(const QString& field) const {
   return label ? label->text() : QString();
 }
 
+void RecordDetailView::setSettleHint(const QString& text, bool blocked) {
+  settleHint_->setText(text);
+  settleHint_->setStyleSheet(blocked ? QStringLiteral("color: #7A4E00;")
+                                     : QStringLiteral("color: #1B5E20;"));
+  settleHint_->setVisible(!text.isEmpty());
+}
+
+QString RecordDetailView::settleHint() const {
+  return settleHint_->isHidden() ? QString() : settleHint_->text();
+}
+
 void RecordDetailView::updateFromRecord() {
   if (selected_->key().empty()) {
     stack_->setCurrentWidget(placeholder_);
@@ -204,6 +223,22 @@ void RecordDetailView::updateFromRecord() {
   field(QStringLiteral("request_hash"))->setToolTip(fromUtf8(r->requestHash));
   field(QStringLiteral("last_error"))
       ->setText(r->lastError ? fromUtf8(*r->lastError).toHtmlEscaped() : QStringLiteral("\u2014"));
+  // Only a FAILED record can be claimed again; whether it may be is retry_allowed (schema v2).
+  QLabel* retry = field(QStringLiteral("retry_allowed"));
+  if (r->status != RecordStatus::Failed) {
+    retry->setText(QStringLiteral("\u2014"));
+    retry->setToolTip(QString());
+  } else if (r->retryAllowed) {
+    retry->setText(QStringLiteral("may be retried: the same request claims it again"));
+    retry->setToolTip(QStringLiteral(
+        "retry_allowed: the failure certainly did not reach downstream, or a person or the "
+        "reconciler settled it FAILED"));
+  } else {
+    retry->setText(QStringLiteral("final failure: a retry is replayed the error"));
+    retry->setToolTip(QStringLiteral(
+        "retry_allowed is false: a definite business failure (card declined); the agent hands "
+        "the error back to the model instead of running the call again"));
+  }
   request_->setPlainText(prettyJson(r->requestPayload));
   response_->setPlainText(prettyJson(r->responsePayload));
 

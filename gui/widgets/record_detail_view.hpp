@@ -29,6 +29,10 @@ class RecordDetailView : public QWidget {
   QTreeView* attemptsView() const { return attempts_; }
   QTreeView* fundFlowsView() const { return fundFlows_; }
   QString fieldText(const QString& field) const;  // for tests: the shown value of a field
+  // One line beside the Settle button: why it is disabled (a live lease: `blocked`) or what it
+  // offers (a correction). Empty hides it.
+  void setSettleHint(const QString& text, bool blocked);
+  QString settleHint() const;
 
  private:
   void updateFromRecord();
@@ -40,6 +44,7 @@ class RecordDetailView : public QWidget {
   QLabel* title_;
   QLabel* status_;
   QToolButton* settleButton_;
+  QLabel* settleHint_;
   QTabWidget* tabs_;
   QTreeView* timeline_;
   QTreeView* attempts_;

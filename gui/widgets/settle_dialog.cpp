@@ -24,11 +24,21 @@
 #include "widgets/evidence_table.hpp"
 
 namespace idem::admin {
+namespace {
+
+// What "money moved" counts (docs/contract/schema.md): the legend for the marked flows table.
+const QString kCountedFlows = QStringLiteral(
+    "Counted: DEBIT and CAPTURE (bold) against REFUND, within one currency; FREEZE, UNFREEZE and "
+    "CREDIT (grey) do not count.");
+
+}  // namespace
+
 SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
                            std::vector<FundFlow> flows, QWidget* parent)
     : QDialog(parent),
       session_(session),
       seen_(seen),
+      correction_(seen.status == RecordStatus::Failed),
       toSuccess_(new QRadioButton(this)),
       toFailed_(new QRadioButton(this)),
       reason_(new QPlainTextEdit(this)),
@@ -40,9 +50,11 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
       conflictBox_(new QGroupBox(this)),
       buttons_(new QDialogButtonBox(QDialogButtonBox::Cancel, this)) {
   setObjectName(QStringLiteral("settleDialog"));
-  setWindowTitle(QStringLiteral("Settle %1").arg(fromUtf8(seen_.idempotencyKey)));
+  setWindowTitle((correction_ ? QStringLiteral("Correct %1") : QStringLiteral("Settle %1"))
+                     .arg(fromUtf8(seen_.idempotencyKey)));
   setMinimumWidth(920);
   flows_.setFlows(std::move(flows));
+  flows_.setMarkingMoneyMovement(true);
 
   auto* layout = new QVBoxLayout(this);
 
@@ -52,16 +64,31 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   summary->setTextFormat(Qt::RichText);
   summary->setWordWrap(true);
   summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  QString details;
+  if (seen_.lastError) {
+    details +=
+        QStringLiteral("<br>last error: <i>%1</i>").arg(fromUtf8(*seen_.lastError).toHtmlEscaped());
+  }
+  if (correction_) {
+    details += seen_.retryAllowed
+                   ? QStringLiteral(
+                         "<br>the failure may be retried: the same request would "
+                         "claim it again")
+                   : QStringLiteral("<br>a final failure: a retry is replayed the error");
+    details += QStringLiteral(
+        "<br><b>A correction:</b> FAILED can only become SUCCESS, when the money moved after "
+        "all (a late capture, a gateway statement line).");
+  } else if (seen_.status == RecordStatus::Processing && seen_.leaseExpiresAt) {
+    details += QStringLiteral("<br>lease expired at %1: the claimant has not answered")
+                   .arg(displayTime(*seen_.leaseExpiresAt));
+  }
   summary->setText(
       QStringLiteral("<b>%1</b> &nbsp;%2&nbsp; version %3, for %4<br>%5 / %6 \u00B7 tool %7%8")
           .arg(fromUtf8(seen_.idempotencyKey).toHtmlEscaped(), statusBadgeHtml(seen_.status))
           .arg(seen_.version)
           .arg(ageText(localNow() - seen_.updatedAt))
           .arg(fromUtf8(seen_.bizType).toHtmlEscaped(), fromUtf8(seen_.bizId).toHtmlEscaped(),
-               fromUtf8(seen_.tool).toHtmlEscaped(),
-               seen_.lastError ? QStringLiteral("<br>last error: <i>%1</i>")
-                                     .arg(fromUtf8(*seen_.lastError).toHtmlEscaped())
-                               : QString()));
+               fromUtf8(seen_.tool).toHtmlEscaped(), details));
   layout->addWidget(summary);
 
   auto* flowsBox =
@@ -79,21 +106,33 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
               QStringLiteral("99 999.99 CNY"), QStringLiteral("gw-0123456789ab"),
               QStringLiteral("issue_coupon:cpn-49183:73f301"), QStringLiteral("Duplicate of")});
   flowsLayout->addWidget(flowsView);
+  moneyPosition_ = new QLabel(flowsBox);
+  moneyPosition_->setObjectName(QStringLiteral("settleMoneyPosition"));
+  moneyPosition_->setWordWrap(true);
+  moneyPosition_->setTextFormat(Qt::RichText);
+  moneyPosition_->setText(kCountedFlows);
+  flowsLayout->addWidget(moneyPosition_);
   layout->addWidget(flowsBox);
 
   auto* decision = new QGroupBox(QStringLiteral("Decision"), this);
   auto* form = new QFormLayout(decision);
-  toSuccess_->setText(QStringLiteral("SUCCESS \u2014 the side effect happened (the money moved)"));
+  toSuccess_->setText(
+      correction_ ? QStringLiteral("SUCCESS \u2014 a correction: the money moved after all")
+                  : QStringLiteral("SUCCESS \u2014 the side effect happened (the money moved)"));
   toSuccess_->setObjectName(QStringLiteral("settleToSuccess"));
-  toFailed_->setText(QStringLiteral("FAILED \u2014 it did not happen; a retry may run it again"));
+  toFailed_->setText(
+      QStringLiteral("FAILED \u2014 it did not happen; the same request may claim it again"));
   toFailed_->setObjectName(QStringLiteral("settleToFailed"));
+  // A FAILED record is only ever corrected to SUCCESS: FAILED is not offered again.
+  toFailed_->setVisible(!correction_);
+  toFailed_->setEnabled(!correction_);
   auto* group = new QButtonGroup(this);
   group->addButton(toSuccess_);
   group->addButton(toFailed_);
   auto* targets = new QVBoxLayout;
   targets->addWidget(toSuccess_);
   targets->addWidget(toFailed_);
-  form->addRow(QStringLiteral("Settle to:"), targets);
+  form->addRow(correction_ ? QStringLiteral("Correct to:") : QStringLiteral("Settle to:"), targets);
 
   reason_->setObjectName(QStringLiteral("settleReason"));
   reason_->setPlaceholderText(
@@ -120,7 +159,8 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   layout->addWidget(warnings_);
   override_->setObjectName(QStringLiteral("settleOverride"));
   override_->setText(QStringLiteral(
-      "I checked the gateway: no charge was taken. Settle FAILED despite the DEBIT."));
+      "Override: money moved. I checked the gateway and no charge stands; settle FAILED "
+      "anyway (the override is recorded in the transition's evidence)."));
   override_->setVisible(false);
   layout->addWidget(override_);
 
@@ -143,7 +183,9 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   layout->addWidget(message_);
 
-  settleButton_ = buttons_->addButton(QStringLiteral("Settle"), QDialogButtonBox::AcceptRole);
+  settleButton_ = buttons_->addButton(
+      correction_ ? QStringLiteral("Correct to SUCCESS") : QStringLiteral("Settle"),
+      QDialogButtonBox::AcceptRole);
   settleButton_->setObjectName(QStringLiteral("settleButton"));
   settleButton_->setDefault(false);
   settleButton_->setAutoDefault(false);
@@ -157,7 +199,10 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   });
   connect(toFailed_, &QRadioButton::toggled, this, [this](bool on) {
     if (on) requestAssessment();
+    updateOverride();
   });
+  // Ticked or unticked by the operator: the warnings say what the decision now means.
+  connect(override_, &QCheckBox::clicked, this, [this] { requestAssessment(true); });
   connect(session_, &DatabaseSession::assessed, this, &SettleDialog::onAssessed);
   connect(session_, &DatabaseSession::settled, this, &SettleDialog::onSettled);
   connect(session_, &DatabaseSession::jobFailed, this,
@@ -166,9 +211,12 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
     if (job == assessmentJob_) assessmentJob_ = 0;
   });
 
-  showMessage(QStringLiteral("Choose the outcome the evidence shows, and say why. Nothing is "
-                             "written until you press Settle."),
+  showMessage(correction_ ? QStringLiteral("Say what shows the money moved after all. Nothing is "
+                                           "written until you press Correct to SUCCESS.")
+                          : QStringLiteral("Choose the outcome the evidence shows, and say why. "
+                                           "Nothing is written until you press Settle."),
               false);
+  if (correction_) chooseTarget(RecordStatus::Success);
 }
 
 std::optional<RecordStatus> SettleDialog::target() const {
@@ -189,17 +237,42 @@ bool SettleDialog::overrideOffered() const {
 
 void SettleDialog::chooseTarget(RecordStatus to) {
   if (to == RecordStatus::Success) toSuccess_->setChecked(true);
-  if (to == RecordStatus::Failed) toFailed_->setChecked(true);
+  if (to == RecordStatus::Failed && toFailed_->isEnabled()) toFailed_->setChecked(true);
 }
 
-void SettleDialog::requestAssessment() {
+bool SettleDialog::offers(RecordStatus to) const {
+  return to == RecordStatus::Success
+             ? toSuccess_->isEnabled() && !toSuccess_->isHidden()
+             : to == RecordStatus::Failed && toFailed_->isEnabled() && !toFailed_->isHidden();
+}
+
+QString SettleDialog::moneyPositionText() const {
+  return moneyPosition_->text();
+}
+
+void SettleDialog::updateOverride() {
+  // Offered where the server's money_moved rule applies: FAILED while money moved, as the
+  // assessment or a refusal said.
+  const bool moneyMoved = (assessment_ && assessment_->moneyMoved) ||
+                          (outcome_ && outcome_->verdict == idem::SettleVerdict::MoneyMoved);
+  const bool offered = target() == RecordStatus::Failed && moneyMoved;
+  override_->setVisible(offered);
+  if (!offered) override_->setChecked(false);
+}
+
+void SettleDialog::requestAssessment(bool keepOverride) {
   const auto to = target();
   if (!to || phase_ != Phase::Editing) return;
-  assessment_.reset();
-  override_->setChecked(false);
+  if (!keepOverride) {  // a new target: weighed afresh, the override unticked
+    assessment_.reset();
+    outcome_.reset();
+    override_->setChecked(false);
+    updateOverride();
+  }
   assessmentGeneration_.advance();
-  assessmentJob_ = session_->assess(assessmentGeneration_.ticket(session_->nextJob()),
-                                    seen_.idempotencyKey, *to);
+  assessmentJob_ =
+      session_->assess(assessmentGeneration_.ticket(session_->nextJob()), seen_.idempotencyKey, *to,
+                       !override_->isHidden() && override_->isChecked());
 }
 
 void SettleDialog::onAssessed(quint64 job, const idem::SettleAssessment& assessment) {
@@ -217,14 +290,27 @@ void SettleDialog::onAssessed(quint64 job, const idem::SettleAssessment& assessm
   if (assessment.flows.size() != static_cast<std::size_t>(flows_.rowCount())) {
     flows_.setFlows(assessment.flows);  // a flow arrived since the detail was read
   }
+  showMoneyPosition(assessment);
   showWarnings(lines, assessment.blocking);
+  updateOverride();
+}
+
+void SettleDialog::showMoneyPosition(const idem::SettleAssessment& assessment) {
+  if (!assessment.record) return;
+  const QString object = QStringLiteral("%1 / %2").arg(fromUtf8(assessment.record->bizType),
+                                                       fromUtf8(assessment.record->bizId));
+  moneyPosition_->setText(
+      (assessment.moneyMoved
+           ? QStringLiteral("<b style=\"color:#A32500;\">Money moved</b> for %1, as the database "
+                            "counts it. ")
+           : QStringLiteral("<b>No money moved</b> for %1, as the database counts it. "))
+          .arg(object.toHtmlEscaped()) +
+      kCountedFlows);
 }
 
 void SettleDialog::showWarnings(const std::vector<std::string>& warnings, bool blocking) {
   if (warnings.empty()) {
     warnings_->setVisible(false);
-    override_->setVisible(false);
-    override_->setChecked(false);
     return;
   }
   QString html;
@@ -238,19 +324,19 @@ void SettleDialog::showWarnings(const std::vector<std::string>& warnings, bool b
           .arg(colour, blocking ? QStringLiteral("#C62828") : QStringLiteral("#C98A00")));
   warnings_->setText(QStringLiteral("<b>%1</b><ul style=\"margin: 2px 0 0 -20px;\">%2</ul>")
                          .arg(blocking
-                                  ? QStringLiteral("Stop: the evidence contradicts this decision")
+                                  ? QStringLiteral("Stop: the database refuses this as it stands")
                                   : QStringLiteral("Check before you settle"),
                               html));
   warnings_->setVisible(true);
-  override_->setVisible(blocking);
-  if (!blocking) override_->setChecked(false);
 }
 
 void SettleDialog::submit() {
   if (phase_ != Phase::Editing) return;
   const auto to = target();
   if (!to) {
-    showMessage(QStringLiteral("Choose SUCCESS or FAILED."), true);
+    showMessage(correction_ ? QStringLiteral("Choose SUCCESS.")
+                            : QStringLiteral("Choose SUCCESS or FAILED."),
+                true);
     return;
   }
   const EvidenceResult evidence =
@@ -266,7 +352,7 @@ void SettleDialog::submit() {
   request.to = *to;
   request.reason = reason_->toPlainText().trimmed().toStdString();
   request.evidence = evidence.json;
-  request.overrideDebitWarning = !override_->isHidden() && override_->isChecked();
+  request.overrideMoneyMoved = !override_->isHidden() && override_->isChecked();
 
   // The same checks settleRecord makes, here so nothing is sent for a blank reason.
   if (const auto problems = idem::validateSettleRequest(request); !problems.empty()) {
@@ -277,14 +363,8 @@ void SettleDialog::submit() {
     reason_->setFocus();
     return;
   }
-  if (assessment_ && assessment_->blocking && !request.overrideDebitWarning) {
-    showMessage(QStringLiteral(
-                    "Not settled: a DEBIT is recorded for this business object. Confirm with the "
-                    "gateway that nothing was charged and tick the override, or settle SUCCESS."),
-                true);
-    override_->setFocus();
-    return;
-  }
+  // Nothing else is checked here: whether money moved, whether the lease still runs, whether
+  // the version is current are the server's to decide, and its refusal is shown as it says it.
   setPhase(Phase::Sending);
   showMessage(QStringLiteral("Settling\u2026"), false);
   settleJob_ = session_->settle(request);
@@ -295,33 +375,51 @@ void SettleDialog::onSettled(quint64 job, const idem::SettleOutcome& outcome) {
   settleJob_ = 0;
   outcome_ = outcome;
   const QString key = fromUtf8(seen_.idempotencyKey);
+  // Every refusal is shown as the settle path words it from the server's answer.
+  const QString said = fromUtf8(outcome.message);
   switch (outcome.verdict) {
     case idem::SettleVerdict::Settled:
       setPhase(Phase::Settled);
-      showMessage(fromUtf8(outcome.message), false);
+      showMessage(said, false);
       emit recordSettled(key, outcome);
       accept();
       return;
-    case idem::SettleVerdict::NeedsOverride:
+    case idem::SettleVerdict::MoneyMoved:
+      // Nothing written; the operator may check the gateway and tick the override.
       setPhase(Phase::Editing);
-      showWarnings(outcome.assessment.warnings, true);
-      showMessage(QStringLiteral("Not settled: %1.").arg(fromUtf8(outcome.message)), true);
+      if (outcome.assessment.record) {
+        assessment_ = outcome.assessment;
+        if (outcome.assessment.flows.size() != static_cast<std::size_t>(flows_.rowCount())) {
+          flows_.setFlows(outcome.assessment.flows);
+        }
+        showMoneyPosition(outcome.assessment);
+      }
+      if (!outcome.assessment.warnings.empty()) showWarnings(outcome.assessment.warnings, true);
+      updateOverride();
+      showMessage(said, true);
+      override_->setFocus();
+      return;
+    case idem::SettleVerdict::LeaseActive:
+      // Nothing written; the same decision may be sent again once the lease has ended.
+      setPhase(Phase::Editing);
+      if (!outcome.assessment.warnings.empty()) showWarnings(outcome.assessment.warnings, true);
+      showMessage(said, true);
       return;
     case idem::SettleVerdict::InvalidInput:
       setPhase(Phase::Editing);
-      showMessage(QStringLiteral("Not settled: %1.").arg(fromUtf8(outcome.message)), true);
+      showMessage(said, true);
       return;
     case idem::SettleVerdict::Conflict:
       changesSince_.setTransitions(outcome.changesSince);
       conflictBox_->setVisible(true);
       setPhase(Phase::Conflict);
-      showMessage(QStringLiteral("Not settled: %1.").arg(fromUtf8(outcome.message)), true);
+      showMessage(said, true);
       emit recordChanged(key);
       return;
     case idem::SettleVerdict::NotFound:
     case idem::SettleVerdict::InvalidTransition:
       setPhase(Phase::Refused);
-      showMessage(QStringLiteral("Not settled: %1.").arg(fromUtf8(outcome.message)), true);
+      showMessage(said, true);
       emit recordChanged(key);
       return;
   }
@@ -348,10 +446,11 @@ void SettleDialog::showMessage(const QString& value, bool error) {
 void SettleDialog::setPhase(Phase phase) {
   phase_ = phase;
   const bool editing = phase == Phase::Editing;
-  for (QWidget* w : std::initializer_list<QWidget*>{toSuccess_, toFailed_, reason_, gatewayRef_,
-                                                    evidenceJson_, override_}) {
+  for (QWidget* w : std::initializer_list<QWidget*>{toSuccess_, reason_, gatewayRef_, evidenceJson_,
+                                                    override_}) {
     w->setEnabled(editing);
   }
+  toFailed_->setEnabled(editing && !correction_);
   settleButton_->setEnabled(editing);
   if (phase == Phase::Conflict || phase == Phase::Refused) {
     buttons_->button(QDialogButtonBox::Cancel)->setText(QStringLiteral("Close"));

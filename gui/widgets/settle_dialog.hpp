@@ -1,9 +1,14 @@
-// The operator's decision on a stuck record. It shows the record as the operator saw it and the
-// fund flows of its business object, weighs the chosen outcome against them (idem::assessSettle),
-// requires a reason, and sends the decision through idem::settleRecord, the same checked path as
-// `idemctl settle`, with the version the operator saw. A FAILED decision while a DEBIT exists needs
-// the explicit override; a record that changed meanwhile is not overwritten: the dialog shows what
-// changed and who changed it.
+// The operator's decision on a stuck record, or the correction of a FAILED one. It shows the record
+// as the operator saw it and the fund flows of its business object (those that count for "money
+// moved" marked), weighs the chosen outcome against them (idem::assessSettle: whether money moved
+// is the database's answer), requires a reason, and sends the decision through idem::settleRecord,
+// the same checked path as `idemctl settle`, with the version the operator saw.
+//
+// UNKNOWN, or PROCESSING past its lease: SUCCESS or FAILED. FAILED while money moved is refused by
+// the server unless the operator ticks the explicit "override: money moved". A FAILED record is
+// offered SUCCESS only, as a correction (the money moved after all). Every refusal (money_moved,
+// lease_active, a record that changed meanwhile) is shown as the server's answer words it, and
+// nothing is written; on a conflict the dialog lists what changed and who changed it.
 #pragma once
 
 #include <QDialog>
@@ -51,6 +56,10 @@ class SettleDialog : public QDialog {
   QString message() const;
   QString warnings() const;
   bool overrideOffered() const;
+  // A FAILED record: only the correction to SUCCESS is offered.
+  bool isCorrection() const { return correction_; }
+  bool offers(RecordStatus to) const;
+  QString moneyPositionText() const;
   TransitionModel* conflictModel() { return &changesSince_; }
 
   // The same as clicking the radio button / the Settle button.
@@ -64,16 +73,19 @@ class SettleDialog : public QDialog {
 
  private:
   std::optional<RecordStatus> target() const;
-  void requestAssessment();
+  void requestAssessment(bool keepOverride = false);
   void onAssessed(quint64 job, const idem::SettleAssessment& assessment);
   void onSettled(quint64 job, const idem::SettleOutcome& outcome);
   void onFailed(quint64 job, const QString& message);
   void showWarnings(const std::vector<std::string>& warnings, bool blocking);
+  void showMoneyPosition(const idem::SettleAssessment& assessment);
+  void updateOverride();
   void showMessage(const QString& text, bool error);
   void setPhase(Phase phase);
 
   DatabaseSession* session_;
   Record seen_;
+  bool correction_;
   FundFlowModel flows_;
   TransitionModel changesSince_;
   Generation assessmentGeneration_;
@@ -90,6 +102,7 @@ class SettleDialog : public QDialog {
   QPlainTextEdit* evidenceJson_;
   QLabel* warnings_;
   QCheckBox* override_;
+  QLabel* moneyPosition_ = nullptr;
   QLabel* message_;
   QGroupBox* conflictBox_;
   QTreeView* conflictView_;

@@ -24,51 +24,63 @@ BeginRequest paymentRequest(const std::string& key, const std::string& bizId,
   return r;
 }
 
+Claim claim(ProtocolClient& client, const BeginRequest& request) {
+  const BeginResult r = client.begin(request);
+  if (r.outcome != Outcome::Executed || !r.claimToken || !r.version) {
+    throw std::runtime_error("begin " + request.key + " was " + std::string(format(r.outcome)) +
+                             ", not executed with a claim token");
+  }
+  return {request.key, *r.version, *r.claimToken};
+}
+
 AdminScenario seedScenario(pqxx::connection& connection) {
   ProtocolClient client(connection);
   AdminScenario s;
   s.processingFresh = "pay-fresh";
-  client.begin(paymentRequest(s.processingFresh, "ord-fresh"));
+  s.freshToken = claim(client, paymentRequest(s.processingFresh, "ord-fresh")).token;
 
   s.processingExpired = "pay-expired";
   client.begin(paymentRequest(s.processingExpired, "ord-expired", std::chrono::milliseconds(1)));
 
   s.unknown = "pay-unknown";
-  client.begin(paymentRequest(s.unknown, "ord-unknown"));
-  client.markUnknown(s.unknown, 1, "response timeout after 5s");
+  const Claim unknown = claim(client, paymentRequest(s.unknown, "ord-unknown"));
+  client.markUnknown(s.unknown, unknown.version, "response timeout after 5s", unknown.token);
   auto retry = paymentRequest(s.unknown, "ord-unknown");
   retry.source = TriggerSource::Http;
   client.begin(retry);  // in_progress: a second attempt row
 
   s.unknownWithDebit = "pay-debited";
-  client.begin(paymentRequest(s.unknownWithDebit, "ord-debited"));
-  client.markUnknown(s.unknownWithDebit, 1, "gateway timeout");
+  const Claim debited = claim(client, paymentRequest(s.unknownWithDebit, "ord-debited"));
+  client.markUnknown(s.unknownWithDebit, debited.version, "gateway timeout", debited.token);
   client.recordFundFlow({"payment", "ord-debited", FundFlowKind::Debit, 2990, "CNY", "gw-debit-1",
                          s.unknownWithDebit});
 
   s.unknownDoubleDebit = "pay-double";
-  client.begin(paymentRequest(s.unknownDoubleDebit, "ord-double"));
-  client.markUnknown(s.unknownDoubleDebit, 1, "gateway timeout");
+  const Claim twice = claim(client, paymentRequest(s.unknownDoubleDebit, "ord-double"));
+  client.markUnknown(s.unknownDoubleDebit, twice.version, "gateway timeout", twice.token);
   client.recordFundFlow({"payment", "ord-double", FundFlowKind::Debit, 2990, "CNY", "gw-double-1",
                          s.unknownDoubleDebit});
   client.recordFundFlow({"payment", "ord-double", FundFlowKind::Debit, 2990, "CNY", "gw-double-2",
                          s.unknownDoubleDebit});
 
   s.success = "pay-success";
-  client.begin(paymentRequest(s.success, "ord-success"));
-  client.complete(s.success, 1, R"({"charged": true, "gateway_ref": "gw-ok-1"})");
-  client.recordFundFlow({"payment", "ord-success", FundFlowKind::Debit, 2990, "CNY", "gw-ok-1",
-                         s.success});
+  const Claim success = claim(client, paymentRequest(s.success, "ord-success"));
+  client.complete(s.success, success.version, R"({"charged": true, "gateway_ref": "gw-ok-1"})",
+                  success.token);
+  client.recordFundFlow(
+      {"payment", "ord-success", FundFlowKind::Debit, 2990, "CNY", "gw-ok-1", s.success});
 
   s.failed = "pay-failed";
-  client.begin(paymentRequest(s.failed, "ord-failed"));
-  client.fail(s.failed, 1, "card declined");
+  const Claim failed = claim(client, paymentRequest(s.failed, "ord-failed"));
+  client.fail(s.failed, failed.version, "card declined", failed.token, /*retryAllowed=*/false);
 
   // The expired lease must be in the past for every test that follows.
   waitUntil([&] {
     pqxx::nontransaction tx(connection);
-    return tx.exec_params1("SELECT lease_expires_at < now() FROM idem.records WHERE idempotency_key = $1",
-                           s.processingExpired)[0]
+    return tx
+        .exec_params1(
+            "SELECT lease_expires_at < now() FROM idem.records WHERE idempotency_key = $1",
+            s.processingExpired)[0]
         .as<bool>();
   });
   return s;
@@ -96,7 +108,8 @@ bool waitUntil(const std::function<bool()>& ready, int timeoutMs) {
 bool loadEverything(admin::RecordTableModel& model, int timeoutMs) {
   const QDeadlineTimer deadline(timeoutMs);
   while (!deadline.hasExpired()) {
-    if (!waitUntil([&] { return !model.isLoading(); }, static_cast<int>(deadline.remainingTime()))) {
+    if (!waitUntil([&] { return !model.isLoading(); },
+                   static_cast<int>(deadline.remainingTime()))) {
       return false;
     }
     if (!model.lastError().isEmpty()) return false;

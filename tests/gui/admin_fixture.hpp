@@ -19,16 +19,20 @@ namespace idem::test {
 
 // One record per situation an operator meets; each on its own business object.
 struct AdminScenario {
-  std::string processingFresh;     // PROCESSING, lease still running: not stuck yet
+  std::string processingFresh;     // PROCESSING, lease still running (30 s): not stuck yet
+  std::string freshToken;          // its claim token: the claimant may still answer
   std::string processingExpired;   // PROCESSING past its lease: stuck
   std::string unknown;             // UNKNOWN, no fund flow recorded
   std::string unknownWithDebit;    // UNKNOWN, a DEBIT flow recorded
   std::string unknownDoubleDebit;  // UNKNOWN, two DEBITs under different gateway refs
   std::string success;
-  std::string failed;
+  std::string failed;  // FAILED, final (card declined: retry_allowed false), no fund flow
 };
 
 AdminScenario seedScenario(pqxx::connection& connection);
+
+// begin, which must be `executed`: the claim with its token (throws otherwise).
+Claim claim(ProtocolClient& client, const BeginRequest& request);
 
 BeginRequest paymentRequest(const std::string& key, const std::string& bizId,
                             std::chrono::milliseconds lease = std::chrono::seconds(30));

@@ -1,6 +1,7 @@
 // Every model of the admin app under QAbstractItemModelTester, fed by the real worker thread: the
 // records table (with fetchMore), the needs-attention queue, and the evidence of a selected record
-// (timeline, attempts, fund flows with duplicates highlighted). Also the stuck counts.
+// (timeline, attempts, fund flows with duplicates highlighted; a reconciler's decision). Also the
+// stuck counts.
 #include <QAbstractItemModelTester>
 #include <QBrush>
 #include <QSignalSpy>
@@ -47,8 +48,9 @@ class TestAdminModels : public QObject {
     QTRY_VERIFY(model.rowCount() > 0);
     QVERIFY(test::loadEverything(model));
     QCOMPARE(model.rowCount(), static_cast<int>(db_->scalar("SELECT count(*) FROM idem.records")));
-    QCOMPARE(test::keysOf(model),
-             test::keysBySql(*db_, "SELECT idempotency_key FROM idem.records ORDER BY updated_at DESC, idempotency_key DESC"));
+    QCOMPARE(test::keysOf(model), test::keysBySql(*db_,
+                                                  "SELECT idempotency_key FROM idem.records ORDER "
+                                                  "BY updated_at DESC, idempotency_key DESC"));
     model.refresh();
     QTRY_VERIFY(!model.isLoading());
     model.touchAges();
@@ -61,9 +63,11 @@ class TestAdminModels : public QObject {
     model.setFilter(RecordFilter::attention());
     QVERIFY(test::loadEverything(model));
     const auto keys = test::keysOf(model);
-    QCOMPARE(keys, test::keysBySql(*db_, "SELECT idempotency_key FROM idem.records WHERE status = 'UNKNOWN' "
-                                         "OR (status = 'PROCESSING' AND lease_expires_at < now()) "
-                                         "ORDER BY updated_at, idempotency_key"));
+    QCOMPARE(keys,
+             test::keysBySql(*db_,
+                             "SELECT idempotency_key FROM idem.records WHERE status = 'UNKNOWN' "
+                             "OR (status = 'PROCESSING' AND lease_expires_at < now()) "
+                             "ORDER BY updated_at, idempotency_key"));
     QCOMPARE(keys.size(), std::size_t(4));
     QVERIFY(std::find(keys.begin(), keys.end(), scenario_.processingExpired) != keys.end());
     QVERIFY(std::find(keys.begin(), keys.end(), scenario_.processingFresh) == keys.end());
@@ -85,8 +89,12 @@ class TestAdminModels : public QObject {
       QCOMPARE(status.data(Qt::DisplayRole).toString().toStdString(), std::string(format(s)));
       QCOMPARE(status.data(Qt::BackgroundRole).value<QBrush>().color(), statusBackground(s));
       const QString age = model.index(r, RecordTableModel::Age).data().toString();
-      QVERIFY2(age.endsWith(QStringLiteral(" s")) || age.endsWith(QStringLiteral("min")), qPrintable(age));
-      QVERIFY(model.index(r, RecordTableModel::Updated).data(RecordTableModel::ExportRole).toString().endsWith(QLatin1Char('Z')));
+      QVERIFY2(age.endsWith(QStringLiteral(" s")) || age.endsWith(QStringLiteral("min")),
+               qPrintable(age));
+      QVERIFY(model.index(r, RecordTableModel::Updated)
+                  .data(RecordTableModel::ExportRole)
+                  .toString()
+                  .endsWith(QLatin1Char('Z')));
     }
     QVERIFY(statusBackground(RecordStatus::Processing) != statusBackground(RecordStatus::Unknown));
     QVERIFY(statusBackground(RecordStatus::Success) != statusBackground(RecordStatus::Failed));
@@ -94,36 +102,52 @@ class TestAdminModels : public QObject {
 
   void selectedRecordFillsItsEvidence() {
     SelectedRecord selected(session_.get());
-    QAbstractItemModelTester t1(selected.transitions(), QAbstractItemModelTester::FailureReportingMode::QtTest);
-    QAbstractItemModelTester t2(selected.attempts(), QAbstractItemModelTester::FailureReportingMode::QtTest);
-    QAbstractItemModelTester t3(selected.fundFlows(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester t1(selected.transitions(),
+                                QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester t2(selected.attempts(),
+                                QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester t3(selected.fundFlows(),
+                                QAbstractItemModelTester::FailureReportingMode::QtTest);
 
     selected.select(scenario_.unknown);
     QTRY_VERIFY(selected.record().has_value());
     QCOMPARE(selected.record()->status, RecordStatus::Unknown);
     QVERIFY(selected.record()->requestPayload.has_value());
     QCOMPARE(selected.transitions()->rowCount(), 2);
-    QCOMPARE(selected.transitions()->index(0, TransitionModel::From).data().toString(), QStringLiteral("(created)"));
-    QCOMPARE(selected.transitions()->index(1, TransitionModel::To).data().toString(), QStringLiteral("UNKNOWN"));
-    QCOMPARE(selected.transitions()->index(1, TransitionModel::Reason).data().toString(), QStringLiteral("response timeout after 5s"));
+    QCOMPARE(selected.transitions()->index(0, TransitionModel::From).data().toString(),
+             QStringLiteral("(created)"));
+    QCOMPARE(selected.transitions()->index(1, TransitionModel::To).data().toString(),
+             QStringLiteral("UNKNOWN"));
+    QCOMPARE(selected.transitions()->index(1, TransitionModel::Reason).data().toString(),
+             QStringLiteral("response timeout after 5s"));
     QCOMPARE(selected.attempts()->rowCount(), 2);
-    QCOMPARE(selected.attempts()->index(0, AttemptModel::Source).data().toString(), QStringLiteral("http"));
-    QCOMPARE(selected.attempts()->index(0, AttemptModel::Outcome).data().toString(), QStringLiteral("in_progress"));
-    QCOMPARE(selected.attempts()->index(1, AttemptModel::Agent).data().toString(), QStringLiteral("agent-7"));
-    QCOMPARE(selected.attempts()->index(1, AttemptModel::Trace).data().toString(), QStringLiteral("trace-pay-unknown"));
+    QCOMPARE(selected.attempts()->index(0, AttemptModel::Source).data().toString(),
+             QStringLiteral("http"));
+    QCOMPARE(selected.attempts()->index(0, AttemptModel::Outcome).data().toString(),
+             QStringLiteral("in_progress"));
+    QCOMPARE(selected.attempts()->index(1, AttemptModel::Agent).data().toString(),
+             QStringLiteral("agent-7"));
+    QCOMPARE(selected.attempts()->index(1, AttemptModel::Trace).data().toString(),
+             QStringLiteral("trace-pay-unknown"));
     QCOMPARE(selected.fundFlows()->rowCount(), 0);
 
     selected.select(scenario_.unknownDoubleDebit);
-    QCOMPARE(selected.transitions()->rowCount(), 0);  // cleared at once, never the previous record's
+    QCOMPARE(selected.transitions()->rowCount(),
+             0);  // cleared at once, never the previous record's
     QTRY_VERIFY(selected.record().has_value());
     QCOMPARE(selected.fundFlows()->rowCount(), 2);
     QCOMPARE(selected.fundFlows()->duplicateCount(), 1);
     QVERIFY(!selected.fundFlows()->index(0, 0).data(FundFlowModel::IsDuplicateRole).toBool());
     QVERIFY(selected.fundFlows()->index(1, 0).data(FundFlowModel::IsDuplicateRole).toBool());
-    QCOMPARE(selected.fundFlows()->index(1, FundFlowModel::Kind).data(Qt::BackgroundRole).value<QBrush>().color(),
+    QCOMPARE(selected.fundFlows()
+                 ->index(1, FundFlowModel::Kind)
+                 .data(Qt::BackgroundRole)
+                 .value<QBrush>()
+                 .color(),
              duplicateFlowBackground());
     QVERIFY(!selected.fundFlows()->index(0, 0).data(Qt::BackgroundRole).isValid());
-    QCOMPARE(selected.fundFlows()->index(0, FundFlowModel::Amount).data().toString(), QStringLiteral("29.90 CNY"));
+    QCOMPARE(selected.fundFlows()->index(0, FundFlowModel::Amount).data().toString(),
+             QStringLiteral("29.90 CNY"));
 
     selected.refresh();  // same record again: rows kept in place
     QTRY_VERIFY(!selected.isLoading());
@@ -158,6 +182,36 @@ class TestAdminModels : public QObject {
     QCOMPARE(counts.processing, 2);
     QCOMPARE(counts.processingPastLease, 1);
     QCOMPARE(counts.unknown, 3);
+  }
+
+  // Last: it adds a record of its own (resolved, so no count above changes).
+  void theReconcilersDecisionReadsInTheTimeline() {
+    auto owner = db_->connect();
+    ProtocolClient client(*owner);
+    const Claim c = test::claim(client, test::paymentRequest("pay-resolved", "ord-resolved"));
+    QVERIFY(client.markUnknown(c.key, c.version, "gateway timeout", c.token).ok());
+    const ChangeResult resolved =
+        client.resolve(c.key, c.version + 1, RecordStatus::Success, "gateway lookup: captured",
+                       R"({"lookup": "gw-lookup-9", "state": "captured"})");
+    QVERIFY(resolved.ok());
+
+    SelectedRecord selected(session_.get());
+    QAbstractItemModelTester t(selected.transitions(),
+                               QAbstractItemModelTester::FailureReportingMode::QtTest);
+    selected.select(c.key);
+    QTRY_VERIFY(selected.record().has_value());
+    QCOMPARE(selected.record()->status, RecordStatus::Success);
+    TransitionModel* timeline = selected.transitions();
+    QCOMPARE(timeline->rowCount(), 3);
+    const QModelIndex kind = timeline->index(2, TransitionModel::ActorKind);
+    QCOMPARE(kind.data().toString(), QStringLiteral("reconciler"));
+    QCOMPARE(kind.data(Qt::ForegroundRole).value<QBrush>().color(),
+             actorKindForeground(ActorKind::Reconciler));
+    QVERIFY(!kind.data(TransitionModel::IsOperatorRole).toBool());
+    QVERIFY(timeline->index(2, TransitionModel::Evidence)
+                .data()
+                .toString()
+                .contains(QStringLiteral("gw-lookup-9")));
   }
 };
 

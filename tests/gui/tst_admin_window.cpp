@@ -1,8 +1,12 @@
 // The real window and dialogs, driven as an operator would: select a stuck record, open Settle,
 // try a blank reason (refused, nothing sent), settle, and find the decision and its author in the
-// database. Two operators on one record: the second is refused and sees the winner. FAILED with a
-// DEBIT on record is blocked until the override is ticked, also when the DEBIT arrives after the
-// dialog looked. Read-only roles cannot settle. Refresh keeps selection and scroll position;
+// database. Two operators on one record: the second is refused and sees the winner. Schema v2: a
+// PROCESSING record whose lease is live cannot be settled (the action says until when) and can be
+// once the lease ends, without a new selection; a FAILED record is offered only the correction to
+// SUCCESS; FAILED while money moved is refused by the server (money_moved, nothing written) unless
+// the explicit override is ticked, which the transition's evidence records, also when the DEBIT
+// arrives after the dialog looked; the server's refusals are shown as it words them; retry_allowed
+// reads in the detail. Read-only roles cannot settle. Refresh keeps selection and scroll position;
 // filters treat typed text as data; CSV export; shortcuts; the status bar.
 #include <QAbstractItemModelTester>
 #include <QBuffer>
@@ -22,6 +26,7 @@
 #include "models/database_session.hpp"
 #include "models/record_table_model.hpp"
 #include "models/selected_record.hpp"
+#include "models/timestamps.hpp"
 #include "widgets/connection_dialog.hpp"
 #include "widgets/main_window.hpp"
 #include "widgets/record_detail_view.hpp"
@@ -62,8 +67,8 @@ class TestAdminWindow : public QObject {
   std::string bob_;
   std::string carol_;  // idem_reader only
 
-  std::unique_ptr<MainWindow> openWindow(const std::string& role,
-                                         std::chrono::milliseconds refresh = std::chrono::hours(1)) {
+  std::unique_ptr<MainWindow> openWindow(
+      const std::string& role, std::chrono::milliseconds refresh = std::chrono::hours(1)) {
     MainWindow::Options o;
     o.refreshInterval = refresh;
     o.pageSize = 50;
@@ -91,11 +96,32 @@ class TestAdminWindow : public QObject {
     });
   }
 
+  // Selects a record in the Records tab and waits for its detail.
+  static bool selectAny(MainWindow& w, const std::string& key) {
+    w.showRecords();
+    if (!test::waitUntil([&] { return w.recordsModel()->rowOfKey(key) >= 0; })) return false;
+    if (!w.selectRecord(QString::fromStdString(key))) return false;
+    return test::waitUntil([&] {
+      return w.selectedRecord()->record() && w.selectedRecord()->record()->idempotencyKey == key;
+    });
+  }
+
+  std::string lastTransition(const std::string& key, const std::string& columns) {
+    return test::textBySql(*db_, "SELECT " + columns +
+                                     " FROM idem.transitions WHERE idempotency_key = '" + key +
+                                     "' ORDER BY id DESC LIMIT 1");
+  }
+
   std::string status(const std::string& key) {
-    return test::textBySql(*db_, "SELECT status || ' v' || version FROM idem.records WHERE idempotency_key = '" + key + "'");
+    return test::textBySql(
+        *db_,
+        "SELECT status || ' v' || version FROM idem.records WHERE idempotency_key = '" + key + "'");
   }
   long long operatorDecisions(const std::string& key) {
-    return db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator' AND idempotency_key = '" + key + "'");
+    return db_->scalar(
+        "SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator' AND idempotency_key = "
+        "'" +
+        key + "'");
   }
 
  private slots:
@@ -128,14 +154,18 @@ class TestAdminWindow : public QObject {
     QVERIFY2(d->message().contains(QStringLiteral("reason is required")), qPrintable(d->message()));
     QCOMPARE(status(s_.unknown), std::string("UNKNOWN v2"));
 
-    child<QPlainTextEdit>(d, "settleReason")->setPlainText(QStringLiteral("gateway shows no capture for ord-unknown"));
+    child<QPlainTextEdit>(d, "settleReason")
+        ->setPlainText(QStringLiteral("gateway shows no capture for ord-unknown"));
     child<QLineEdit>(d, "settleGatewayRef")->setText(QStringLiteral("gw-lookup-42"));
-    child<QPlainTextEdit>(d, "settleEvidenceJson")->setPlainText(QStringLiteral(R"({"ticket": "OPS-311"})"));
+    child<QPlainTextEdit>(d, "settleEvidenceJson")
+        ->setPlainText(QStringLiteral(R"({"ticket": "OPS-311"})"));
     clickSettle(d);
     QTRY_VERIFY(w->settleDialog() == nullptr);  // accepted and closed
 
     QCOMPARE(status(s_.unknown), std::string("FAILED v3"));
-    const std::string last = "SELECT %s FROM idem.transitions WHERE idempotency_key = 'pay-unknown' ORDER BY id DESC LIMIT 1";
+    const std::string last =
+        "SELECT %s FROM idem.transitions WHERE idempotency_key = 'pay-unknown' ORDER BY id DESC "
+        "LIMIT 1";
     auto column = [&](const char* c) {
       std::string sql = last;
       sql.replace(sql.find("%s"), 2, c);
@@ -143,7 +173,8 @@ class TestAdminWindow : public QObject {
     };
     QCOMPARE(column("actor"), alice_);
     QCOMPARE(column("actor_kind"), std::string("operator"));
-    QCOMPARE(column("from_status || '>' || to_status || ' v' || version"), std::string("UNKNOWN>FAILED v3"));
+    QCOMPARE(column("from_status || '>' || to_status || ' v' || version"),
+             std::string("UNKNOWN>FAILED v3"));
     QCOMPARE(column("reason"), std::string("gateway shows no capture for ord-unknown"));
     QCOMPARE(column("evidence->>'gateway_ref'"), std::string("gw-lookup-42"));
     QCOMPARE(column("evidence->>'ticket'"), std::string("OPS-311"));
@@ -167,7 +198,8 @@ class TestAdminWindow : public QObject {
     QVERIFY(da && db);
     QCOMPARE(db->seen().version, 2);
 
-    fillDecision(da, RecordStatus::Success, QStringLiteral("gateway statement line 1841: captured"));
+    fillDecision(da, RecordStatus::Success,
+                 QStringLiteral("gateway statement line 1841: captured"));
     clickSettle(da);
     QTRY_VERIFY(a->settleDialog() == nullptr);
     QCOMPARE(status(s_.unknown), std::string("SUCCESS v3"));
@@ -180,42 +212,231 @@ class TestAdminWindow : public QObject {
     QVERIFY2(db->message().contains(QString::fromStdString(alice_)), qPrintable(db->message()));
     QVERIFY(db->message().contains(QStringLiteral("nothing was written")));
     TransitionModel* changes = db->conflictModel();
-    QAbstractItemModelTester tester(changes, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester tester(changes,
+                                    QAbstractItemModelTester::FailureReportingMode::QtTest);
     QCOMPARE(changes->rowCount(), 1);
-    QCOMPARE(changes->index(0, TransitionModel::Actor).data().toString(), QString::fromStdString(alice_));
+    QCOMPARE(changes->index(0, TransitionModel::Actor).data().toString(),
+             QString::fromStdString(alice_));
     QCOMPARE(changes->index(0, TransitionModel::To).data().toString(), QStringLiteral("SUCCESS"));
-    QCOMPARE(changes->index(0, TransitionModel::ActorKind).data().toString(), QStringLiteral("operator"));
+    QCOMPARE(changes->index(0, TransitionModel::ActorKind).data().toString(),
+             QStringLiteral("operator"));
     QVERIFY(!child<QPushButton>(db, "settleButton")->isEnabled());
 
     QCOMPARE(status(s_.unknown), std::string("SUCCESS v3"));
     QCOMPARE(operatorDecisions(s_.unknown), 1LL);
     // Bob's window re-reads the record: it now shows Alice's decision and can no longer be settled.
-    QTRY_VERIFY(b->selectedRecord()->record() && b->selectedRecord()->record()->status == RecordStatus::Success);
+    QTRY_VERIFY(b->selectedRecord()->record() &&
+                b->selectedRecord()->record()->status == RecordStatus::Success);
     QTRY_VERIFY(!b->settleAction()->isEnabled());
   }
 
-  void failedWithADebitIsBlockedWithoutTheOverride() {
+  void failedWhileMoneyMovedNeedsTheExplicitOverride() {
     auto w = openWindow(alice_);
     QVERIFY(ready(*w));
     QVERIFY(selectStuck(*w, s_.unknownWithDebit));
     SettleDialog* d = w->openSettleDialog();
     QVERIFY(d);
+    QSignalSpy assessed(w->session(), &DatabaseSession::assessed);
     fillDecision(d, RecordStatus::Failed, QStringLiteral("gateway says declined"));
     QTRY_VERIFY(d->overrideOffered());
-    QVERIFY2(d->warnings().contains(QStringLiteral("DEBIT")), qPrintable(d->warnings()));
-    QVERIFY(d->warnings().contains(QStringLiteral("charge the customer again")));
+    QVERIFY2(d->warnings().contains(QStringLiteral("money moved for payment/ord-debited")),
+             qPrintable(d->warnings()));
+    QVERIFY2(d->moneyPositionText().contains(QStringLiteral("Money moved")),
+             qPrintable(d->moneyPositionText()));
+    auto* override = child<QCheckBox>(d, "settleOverride");
+    QVERIFY(override->text().contains(QStringLiteral("Override: money moved")));
+    QVERIFY(!override->isChecked());
 
+    // Without the override the server refuses: its words, nothing written.
     clickSettle(d);
+    QTRY_VERIFY(d->outcome().has_value());
+    QCOMPARE(d->outcome()->verdict, SettleVerdict::MoneyMoved);
     QCOMPARE(d->phase(), SettleDialog::Phase::Editing);
-    QVERIFY2(d->message().contains(QStringLiteral("override")), qPrintable(d->message()));
+    QCOMPARE(d->message(), QString::fromStdString(d->outcome()->message));
+    QVERIFY2(d->message().contains(QStringLiteral("money_moved")), qPrintable(d->message()));
+    QVERIFY(d->overrideOffered());
     QCOMPARE(status(s_.unknownWithDebit), std::string("UNKNOWN v2"));
     QCOMPARE(operatorDecisions(s_.unknownWithDebit), 0LL);
 
-    child<QCheckBox>(d, "settleOverride")->setChecked(true);
+    // The override does not stand in for a reason.
+    const int before = static_cast<int>(assessed.count());
+    QTest::mouseClick(override, Qt::LeftButton, {}, QPoint(8, override->height() / 2));
+    QVERIFY(override->isChecked());
+    QTRY_VERIFY(assessed.count() > before);  // weighed again, as overridden
+    QTRY_VERIFY2(d->warnings().contains(QStringLiteral("overridden")), qPrintable(d->warnings()));
+    child<QPlainTextEdit>(d, "settleReason")->setPlainText(QStringLiteral(" \t\n "));
+    clickSettle(d);
+    QCOMPARE(d->phase(), SettleDialog::Phase::Editing);
+    QVERIFY2(d->message().contains(QStringLiteral("reason is required")), qPrintable(d->message()));
+    QCOMPARE(operatorDecisions(s_.unknownWithDebit), 0LL);
+
+    child<QPlainTextEdit>(d, "settleReason")
+        ->setPlainText(QStringLiteral("gateway console: gw-debit-1 was voided before capture"));
     clickSettle(d);
     QTRY_VERIFY(w->settleDialog() == nullptr);
     QCOMPARE(status(s_.unknownWithDebit), std::string("FAILED v3"));
     QCOMPARE(operatorDecisions(s_.unknownWithDebit), 1LL);
+    QCOMPARE(lastTransition(s_.unknownWithDebit, "actor || ' ' || actor_kind"),
+             alice_ + " operator");
+    QCOMPARE(lastTransition(s_.unknownWithDebit, "evidence ? 'override_money_moved'"),
+             std::string("t"));
+    QCOMPARE(lastTransition(s_.unknownWithDebit, "reason"),
+             std::string("gateway console: gw-debit-1 was voided before capture"));
+  }
+
+  void holdsAloneAreNotMoneyMoved() {
+    // A FREEZE is a hold: FAILED needs no override (NOTES, "what money moved counts").
+    auto owner = db_->connect();
+    ProtocolClient(*owner).recordFundFlow(
+        {"payment", "ord-unknown", FundFlowKind::Freeze, 2990, "CNY", "gw-hold-1", s_.unknown});
+    auto w = openWindow(alice_);
+    QVERIFY(ready(*w));
+    QVERIFY(selectStuck(*w, s_.unknown));
+    SettleDialog* d = w->openSettleDialog();
+    QVERIFY(d);
+    QSignalSpy assessed(w->session(), &DatabaseSession::assessed);
+    fillDecision(d, RecordStatus::Failed, QStringLiteral("the hold was released, no capture"));
+    QTRY_COMPARE(assessed.count(), 1);
+    QVERIFY(!d->overrideOffered());
+    QVERIFY2(d->moneyPositionText().contains(QStringLiteral("No money moved")),
+             qPrintable(d->moneyPositionText()));
+    clickSettle(d);
+    QTRY_VERIFY(w->settleDialog() == nullptr);
+    QCOMPARE(status(s_.unknown), std::string("FAILED v3"));
+  }
+
+  void settleWaitsForALiveLeaseAndSaysUntilWhen() {
+    auto w = openWindow(alice_);
+    QVERIFY(ready(*w));
+    QVERIFY(selectAny(*w, s_.processingFresh));
+    QVERIFY(!w->settleAction()->isEnabled());
+    const Record& r = *w->selectedRecord()->record();
+    QVERIFY(r.leaseExpiresAt.has_value());
+    const QString until = displayTime(*r.leaseExpiresAt);
+    const QString tip = w->settleAction()->toolTip();
+    QVERIFY2(tip.contains(QStringLiteral("lease")) && tip.contains(until) &&
+                 tip.contains(QStringLiteral("claimant may still answer")),
+             qPrintable(tip));
+    QCOMPARE(w->detailView()->settleHint(), tip);  // beside the Settle button, not only a tooltip
+    QVERIFY(w->openSettleDialog() == nullptr);
+    QTest::keyClick(w.get(), Qt::Key_S, Qt::ControlModifier);
+    QVERIFY(w->settleDialog() == nullptr);
+  }
+
+  void settleBecomesAvailableWhenTheLeaseEnds() {
+    auto owner = db_->connect();
+    ProtocolClient client(*owner);
+    client.begin(test::paymentRequest("pay-short", "ord-short", 3s));
+    auto w = openWindow(alice_);  // auto-refresh every hour: only the lease timer can do it
+    QVERIFY(ready(*w));
+    QVERIFY(selectAny(*w, "pay-short"));
+    QVERIFY(!w->settleAction()->isEnabled());
+    QVERIFY(w->detailView()->settleHint().contains(QStringLiteral("lease")));
+    QSignalSpy pages(w->session(), &DatabaseSession::pageFetched);
+    QSignalSpy evidence(w->session(), &DatabaseSession::evidenceFetched);
+
+    QTRY_VERIFY_WITH_TIMEOUT(w->settleAction()->isEnabled(), 10000);
+    QCOMPARE(pages.count(), 0);     // nothing re-read,
+    QCOMPARE(evidence.count(), 0);  // nothing re-selected
+    QCOMPARE(w->selectedRecord()->key(), std::string("pay-short"));
+    QVERIFY(w->detailView()->settleHint().isEmpty());
+
+    // And the server agrees: the lease has ended.
+    SettleDialog* d = w->openSettleDialog();
+    QVERIFY(d);
+    fillDecision(d, RecordStatus::Failed, QStringLiteral("gateway has no attempt for ord-short"));
+    clickSettle(d);
+    QTRY_VERIFY(w->settleDialog() == nullptr);
+    QCOMPARE(status("pay-short"), std::string("FAILED v2"));
+  }
+
+  void leaseActiveRefusalIsShownAsTheServerSaysIt() {
+    // The window never offers this; a dialog opened just before a clock disagreement could.
+    auto w = openWindow(alice_);
+    QVERIFY(ready(*w));
+    QVERIFY(selectAny(*w, s_.processingFresh));
+    SettleDialog d(w->session(), *w->selectedRecord()->record(), {}, w.get());
+    fillDecision(&d, RecordStatus::Failed, QStringLiteral("agent looks dead"));
+    d.submit();
+    QTRY_VERIFY(d.outcome().has_value());
+    QCOMPARE(d.outcome()->verdict, SettleVerdict::LeaseActive);
+    QCOMPARE(d.phase(), SettleDialog::Phase::Editing);
+    QCOMPARE(d.message(), QString::fromStdString(d.outcome()->message));
+    QVERIFY2(d.message().contains(QStringLiteral("lease_active")) &&
+                 d.message().contains(QStringLiteral("nothing was written")),
+             qPrintable(d.message()));
+    QCOMPARE(status(s_.processingFresh), std::string("PROCESSING v1"));
+    QCOMPARE(operatorDecisions(s_.processingFresh), 0LL);
+  }
+
+  void failedIsOfferedOnlyTheCorrectionToSuccess() {
+    // The capture shows up on the gateway's statement after the agent reported FAILED.
+    auto owner = db_->connect();
+    ProtocolClient(*owner).recordFundFlow({"payment", "ord-failed", FundFlowKind::Capture, 2990,
+                                           "CNY", "gw-late-capture", s_.failed});
+    auto w = openWindow(alice_);
+    QVERIFY(ready(*w));
+    QVERIFY(selectAny(*w, s_.failed));
+    QTRY_VERIFY(w->settleAction()->isEnabled());
+    QVERIFY2(w->settleAction()->text().contains(QStringLiteral("Correct")),
+             qPrintable(w->settleAction()->text()));
+    QVERIFY2(w->settleAction()->toolTip().contains(QStringLiteral("money moved after all")),
+             qPrintable(w->settleAction()->toolTip()));
+
+    QTest::keyClick(w.get(), Qt::Key_S, Qt::ControlModifier);
+    QTRY_VERIFY(w->settleDialog() != nullptr);
+    SettleDialog* d = w->settleDialog();
+    QVERIFY(d->isCorrection());
+    QVERIFY(d->offers(RecordStatus::Success));
+    QVERIFY(!d->offers(RecordStatus::Failed));
+    QVERIFY(child<QRadioButton>(d, "settleToSuccess")->isChecked());
+    QVERIFY(
+        child<QRadioButton>(d, "settleToSuccess")->text().contains(QStringLiteral("correction")));
+    QVERIFY(d->windowTitle().startsWith(QStringLiteral("Correct")));
+    d->chooseTarget(RecordStatus::Failed);  // not offered: nothing changes
+    QVERIFY(child<QRadioButton>(d, "settleToSuccess")->isChecked());
+
+    child<QPlainTextEdit>(d, "settleReason")
+        ->setPlainText(QStringLiteral("statement line 77: gw-late-capture captured"));
+    child<QLineEdit>(d, "settleGatewayRef")->setText(QStringLiteral("gw-late-capture"));
+    clickSettle(d);
+    QTRY_VERIFY(w->settleDialog() == nullptr);
+    QCOMPARE(status(s_.failed), std::string("SUCCESS v3"));
+    QCOMPARE(lastTransition(s_.failed, "from_status || '>' || to_status"),
+             std::string("FAILED>SUCCESS"));
+    QCOMPARE(lastTransition(s_.failed, "actor || ' ' || actor_kind"), alice_ + " operator");
+    QCOMPARE(lastTransition(s_.failed, "reason"),
+             std::string("statement line 77: gw-late-capture captured"));
+    QCOMPARE(lastTransition(s_.failed, "evidence->>'gateway_ref'"), std::string("gw-late-capture"));
+    // SUCCESS is final: nothing more to settle.
+    QTRY_VERIFY(w->selectedRecord()->record() &&
+                w->selectedRecord()->record()->status == RecordStatus::Success);
+    QVERIFY(!w->settleAction()->isEnabled());
+    QVERIFY(w->settleAction()->toolTip().contains(QStringLiteral("final")));
+  }
+
+  void retryAllowedReadsInTheDetail() {
+    auto owner = db_->connect();
+    ProtocolClient client(*owner);
+    const Claim refused = test::claim(client, test::paymentRequest("pay-refused", "ord-refused"));
+    QVERIFY(client
+                .fail("pay-refused", refused.version, "connection refused before sending",
+                      refused.token, /*retryAllowed=*/true)
+                .ok());
+    auto w = openWindow(alice_);
+    QVERIFY(ready(*w));
+    QVERIFY(selectAny(*w, s_.failed));
+    QVERIFY2(w->detailView()
+                 ->fieldText(QStringLiteral("retry_allowed"))
+                 .contains(QStringLiteral("final failure: a retry is replayed the error")),
+             qPrintable(w->detailView()->fieldText(QStringLiteral("retry_allowed"))));
+    QVERIFY(selectAny(*w, "pay-refused"));
+    QVERIFY2(w->detailView()
+                 ->fieldText(QStringLiteral("retry_allowed"))
+                 .contains(QStringLiteral("may be retried")),
+             qPrintable(w->detailView()->fieldText(QStringLiteral("retry_allowed"))));
+    QVERIFY(selectAny(*w, s_.success));
+    QCOMPARE(w->detailView()->fieldText(QStringLiteral("retry_allowed")), QStringLiteral("\u2014"));
   }
 
   void aDebitRecordedAfterTheDialogLookedStillBlocks() {
@@ -231,11 +452,13 @@ class TestAdminWindow : public QObject {
 
     // The gateway's callback lands while the operator types: the shared settle path re-checks.
     auto owner = db_->connect();
-    ProtocolClient(*owner).recordFundFlow({"payment", "ord-unknown", FundFlowKind::Debit, 2990, "CNY", "gw-late-1", s_.unknown});
+    ProtocolClient(*owner).recordFundFlow(
+        {"payment", "ord-unknown", FundFlowKind::Debit, 2990, "CNY", "gw-late-1", s_.unknown});
     clickSettle(d);
     QTRY_VERIFY(d->overrideOffered());
     QCOMPARE(d->phase(), SettleDialog::Phase::Editing);
-    QCOMPARE(d->outcome()->verdict, SettleVerdict::NeedsOverride);
+    QCOMPARE(d->outcome()->verdict, SettleVerdict::MoneyMoved);
+    QCOMPARE(d->message(), QString::fromStdString(d->outcome()->message));
     QCOMPARE(status(s_.unknown), std::string("UNKNOWN v2"));
   }
 
@@ -247,7 +470,8 @@ class TestAdminWindow : public QObject {
     QVERIFY(d);
     d->chooseTarget(RecordStatus::Success);
     QTRY_VERIFY(!d->warnings().isEmpty());
-    QVERIFY2(d->warnings().contains(QStringLiteral("no DEBIT flow")), qPrintable(d->warnings()));
+    QVERIFY2(d->warnings().contains(QStringLiteral("nothing shows the money moved")),
+             qPrintable(d->warnings()));
     QVERIFY(!d->overrideOffered());  // a warning, not a block
     d->reject();
   }
@@ -280,7 +504,8 @@ class TestAdminWindow : public QObject {
     RecordTableView* view = w->recordsView();
     w->showRecords();
     while (model->rowCount() < 200) {
-      view->verticalScrollBar()->setValue(view->verticalScrollBar()->maximum());  // the view fetches more
+      view->verticalScrollBar()->setValue(
+          view->verticalScrollBar()->maximum());  // the view fetches more
       QVERIFY(test::waitUntil([&] { return !model->isLoading(); }));
       if (!model->hasMore()) break;
     }
@@ -294,17 +519,22 @@ class TestAdminWindow : public QObject {
     // New records arrive above, one visible record changes.
     auto owner = db_->connect();
     ProtocolClient client(*owner);
-    for (int i = 0; i < 3; ++i) client.begin(test::paymentRequest("new-" + std::to_string(i), "ord-new-" + std::to_string(i)));
-    QVERIFY(client.complete(s_.processingFresh, 1, "{}").ok());
+    for (int i = 0; i < 3; ++i)
+      client.begin(
+          test::paymentRequest("new-" + std::to_string(i), "ord-new-" + std::to_string(i)));
+    QVERIFY(client.complete(s_.processingFresh, 1, "{}", s_.freshToken).ok());
 
     QSignalSpy resets(model, &QAbstractItemModel::modelReset);
     w->refreshNow();
     QVERIFY(test::waitUntil([&] { return model->rowOfKey("new-2") >= 0; }));
     QCOMPARE(model->recordAt(0)->idempotencyKey, s_.processingFresh);  // changed last: on top
     QCOMPARE(resets.count(), 0);
-    QCOMPARE(view->currentIndex().data(RecordTableModel::KeyRole).toString(), QStringLiteral("old-120"));
+    QCOMPARE(view->currentIndex().data(RecordTableModel::KeyRole).toString(),
+             QStringLiteral("old-120"));
     QCOMPARE(view->selectionModel()->selectedRows().size(), 1);
-    QCOMPARE(view->selectionModel()->selectedRows().first().data(RecordTableModel::KeyRole).toString(), QStringLiteral("old-120"));
+    QCOMPARE(
+        view->selectionModel()->selectedRows().first().data(RecordTableModel::KeyRole).toString(),
+        QStringLiteral("old-120"));
     QCOMPARE(view->indexAt(QPoint(0, 0)).data(RecordTableModel::KeyRole).toString(), topKey);
     QCOMPARE(w->selectedRecord()->key(), std::string("old-120"));
   }
@@ -323,7 +553,8 @@ class TestAdminWindow : public QObject {
       bar->clear();
       edit->setText(text);
       bar->applyNow();
-      return test::waitUntil([&] { return !model->isLoading() && model->filter() == bar->filter(); });
+      return test::waitUntil(
+          [&] { return !model->isLoading() && model->filter() == bar->filter(); });
     };
     QVERIFY(show(bar->keyEdit(), QStringLiteral("x' OR '1'='1")));
     QCOMPARE(model->rowCount(), 0);
@@ -436,7 +667,8 @@ class TestAdminWindow : public QObject {
     const auto first = ConnectionDialog::ask(nullptr);
     QVERIFY(first.has_value());
     QCOMPARE(QString::fromStdString(first->dsn),
-             QStringLiteral("host='db.internal' port='6432' dbname='idem' user='alice' password='s3cret'"));
+             QStringLiteral(
+                 "host='db.internal' port='6432' dbname='idem' user='alice' password='s3cret'"));
     QSettings settings;
     settings.sync();
     QFile stored(settings.fileName());
@@ -450,13 +682,15 @@ class TestAdminWindow : public QObject {
       QCOMPARE(child<QLineEdit>(d, "connectionHost")->text(), QStringLiteral("db.internal"));
       QCOMPARE(child<QLineEdit>(d, "connectionPassword")->text(), QString());
       child<QRadioButton>(d, "connectionUseDsn")->setChecked(true);
-      child<QLineEdit>(d, "connectionDsn")->setText(QStringLiteral("host=db2 user=bob password=hunter2"));
+      child<QLineEdit>(d, "connectionDsn")
+          ->setText(QStringLiteral("host=db2 user=bob password=hunter2"));
     });
     const auto second = ConnectionDialog::ask(nullptr);
     QVERIFY(second.has_value());
     QCOMPARE(second->dsn, std::string("host=db2 user=bob password=hunter2"));  // used, in memory
     QSettings again;
-    QCOMPARE(again.value(QStringLiteral("connection/dsn")).toString(), QStringLiteral("host=db2 user=bob"));
+    QCOMPARE(again.value(QStringLiteral("connection/dsn")).toString(),
+             QStringLiteral("host=db2 user=bob"));
     QVERIFY(again.value(QStringLiteral("connection/useDsn")).toBool());
   }
 
@@ -464,11 +698,15 @@ class TestAdminWindow : public QObject {
     auto w = openWindow(alice_);
     QVERIFY(ready(*w));
     const QString status = w->connectionStatusText();
-    QVERIFY2(status.contains(QString::fromStdString(alice_)) && status.contains(QStringLiteral("operator")) &&
-                 status.contains(QStringLiteral("PostgreSQL")) && status.contains(QString::fromStdString(db_->name())),
+    QVERIFY2(status.contains(QString::fromStdString(alice_)) &&
+                 status.contains(QStringLiteral("operator")) &&
+                 status.contains(QStringLiteral("PostgreSQL")) &&
+                 status.contains(QString::fromStdString(db_->name())),
              qPrintable(status));
-    QTRY_VERIFY2(w->countsText().contains(QStringLiteral(">1</b> processing past lease")), qPrintable(w->countsText()));
-    QVERIFY2(w->countsText().contains(QStringLiteral(">3</b> unknown")), qPrintable(w->countsText()));
+    QTRY_VERIFY2(w->countsText().contains(QStringLiteral(">1</b> processing past lease")),
+                 qPrintable(w->countsText()));
+    QVERIFY2(w->countsText().contains(QStringLiteral(">3</b> unknown")),
+             qPrintable(w->countsText()));
     QVERIFY(child<QLabel>(w.get(), "loadedStatus")->text().contains(QStringLiteral("rows loaded")));
     QVERIFY(!child<QLabel>(w.get(), "readOnlyStatus")->isVisible());
   }

@@ -71,8 +71,9 @@ class TestRecordPaging : public QObject {
     for (const Order& o : kOrders) {
       filter.order = o.order;
       QTest::newRow((std::string(name) + " / " + o.sql).c_str())
-          << filter << QString::fromStdString("SELECT idempotency_key FROM idem.records WHERE " + where +
-                                              " ORDER BY " + o.sql);
+          << filter
+          << QString::fromStdString("SELECT idempotency_key FROM idem.records WHERE " + where +
+                                    " ORDER BY " + o.sql);
     }
   }
 
@@ -82,8 +83,10 @@ class TestRecordPaging : public QObject {
     test::execWithoutRecordTriggers(*db_, kSeed);
     db_->exec("ANALYZE idem.records");
     // The point of the exercise: many page boundaries fall inside a group of equal timestamps.
-    QVERIFY(db_->scalar("SELECT count(*) FROM (SELECT updated_at FROM idem.records GROUP BY 1 HAVING count(*) > 3) t") > 50);
-    QVERIFY(db_->scalar("SELECT count(*) FROM (SELECT created_at FROM idem.records GROUP BY 1 HAVING count(*) = 4) t") > 100);
+    QVERIFY(db_->scalar("SELECT count(*) FROM (SELECT updated_at FROM idem.records GROUP BY 1 "
+                        "HAVING count(*) > 3) t") > 50);
+    QVERIFY(db_->scalar("SELECT count(*) FROM (SELECT created_at FROM idem.records GROUP BY 1 "
+                        "HAVING count(*) = 4) t") > 100);
     session_ = std::make_unique<DatabaseSession>();
     session_->open(test::settingsFor(db_->dsn()));
     QTRY_VERIFY_WITH_TIMEOUT(session_->isConnected(), 15000);
@@ -100,7 +103,8 @@ class TestRecordPaging : public QObject {
     addCase("unsettled", f, "status IN ('PROCESSING', 'UNKNOWN')");
     f = {};
     f.stuckOnly = true;
-    addCase("stuck", f, "(status = 'UNKNOWN' OR (status = 'PROCESSING' AND lease_expires_at < now()))");
+    addCase("stuck", f,
+            "(status = 'UNKNOWN' OR (status = 'PROCESSING' AND lease_expires_at < now()))");
     f = {};
     f.bizType = "refund";
     addCase("biz type", f, "biz_type = 'refund'");
@@ -124,9 +128,10 @@ class TestRecordPaging : public QObject {
       g.order = o.order;
       const std::string column = sortsByUpdated(o.order) ? "updated_at" : "created_at";
       QTest::newRow((std::string("time range / ") + o.sql).c_str())
-          << g << QString::fromStdString("SELECT idempotency_key FROM idem.records WHERE " + column +
-                                         " >= '2024-02-01 10:00:05.123457+00' AND " + column +
-                                         " < '2024-02-01 10:00:15.123+00' ORDER BY " + o.sql);
+          << g
+          << QString::fromStdString("SELECT idempotency_key FROM idem.records WHERE " + column +
+                                    " >= '2024-02-01 10:00:05.123457+00' AND " + column +
+                                    " < '2024-02-01 10:00:15.123+00' ORDER BY " + o.sql);
     }
     f = {};
     f.within = std::chrono::hours(1);
@@ -135,13 +140,16 @@ class TestRecordPaging : public QObject {
     f.statuses = {RecordStatus::Success, RecordStatus::Failed};
     f.bizType = "payment";
     f.bizIdPrefix = "ord-0";
-    addCase("combined", f, "status IN ('SUCCESS', 'FAILED') AND biz_type = 'payment' AND left(biz_id, 5) = 'ord-0'");
+    addCase(
+        "combined", f,
+        "status IN ('SUCCESS', 'FAILED') AND biz_type = 'payment' AND left(biz_id, 5) = 'ord-0'");
   }
 
   void pagesMatchSql() {
     QFETCH(RecordFilter, filter);
     QFETCH(QString, sql);
-    if (filter.within && !sortsByUpdated(filter.order)) return;  // `within` checked on updated_at only
+    if (filter.within && !sortsByUpdated(filter.order))
+      return;  // `within` checked on updated_at only
     RecordTableModel model(session_.get());
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
     model.setPageSize(7);
@@ -162,14 +170,16 @@ class TestRecordPaging : public QObject {
     model.setFilter(f);
     QVERIFY(test::loadEverything(model, 60000));
     QCOMPARE(test::keysOf(model),
-             test::keysBySql(*db_, "SELECT idempotency_key FROM idem.records WHERE biz_type = 'coupon' "
-                                   "ORDER BY created_at DESC, idempotency_key DESC"));
+             test::keysBySql(*db_,
+                             "SELECT idempotency_key FROM idem.records WHERE biz_type = 'coupon' "
+                             "ORDER BY created_at DESC, idempotency_key DESC"));
   }
 
   void sqlFragmentsMatchNothingAndChangeNothing() {
     const long long before = db_->scalar("SELECT count(*) FROM idem.records");
-    for (const std::string& text : {std::string("x' OR '1'='1"), std::string("'; DROP TABLE idem.records; --"),
-                                    std::string("%"), std::string("_"), std::string("\\")}) {
+    for (const std::string& text :
+         {std::string("x' OR '1'='1"), std::string("'; DROP TABLE idem.records; --"),
+          std::string("%"), std::string("_"), std::string("\\")}) {
       for (int field = 0; field < 3; ++field) {
         RecordFilter f;
         (field == 0 ? f.key : field == 1 ? f.bizIdPrefix : f.bizType) = text;
@@ -193,16 +203,18 @@ class TestRecordPaging : public QObject {
     model.setFilter(a);
     model.setFilter(b);  // a's request is now stale: skipped by the worker or ignored on arrival
     QVERIFY(test::loadEverything(model));
-    for (int r = 0; r < model.rowCount(); ++r) QCOMPARE(model.recordAt(r)->bizType, std::string("refund"));
+    for (int r = 0; r < model.rowCount(); ++r)
+      QCOMPARE(model.recordAt(r)->bizType, std::string("refund"));
     for (const auto& call : fetched) {
-      for (const Record& rec : call.at(0).value<RecordPage>().records) QCOMPARE(rec.bizType, std::string("refund"));
+      for (const Record& rec : call.at(0).value<RecordPage>().records)
+        QCOMPARE(rec.bizType, std::string("refund"));
     }
   }
 
   void refreshMovesChangedRowsAndKeepsPersistentIndexes() {
     auto owner = db_->connect();
     ProtocolClient client(*owner);
-    client.begin(test::paymentRequest("refresh-a", "ord-refresh-a"));
+    const Claim refreshA = test::claim(client, test::paymentRequest("refresh-a", "ord-refresh-a"));
     client.begin(test::paymentRequest("refresh-b", "ord-refresh-b"));
 
     RecordTableModel model(session_.get());
@@ -218,11 +230,12 @@ class TestRecordPaging : public QObject {
     const QPersistentModelIndex followA = model.index(rowA, RecordTableModel::Key);
     const QPersistentModelIndex followLast = model.index(39, RecordTableModel::Key);
     const std::string lastKey = model.recordAt(39)->idempotencyKey;
-    const std::string lastUpdated = test::textBySql(
-        *db_, "SELECT updated_at FROM idem.records WHERE idempotency_key = " + owner->quote(lastKey));
+    const std::string lastUpdated =
+        test::textBySql(*db_, "SELECT updated_at FROM idem.records WHERE idempotency_key = " +
+                                  owner->quote(lastKey));
 
     // a changes (moves to the top), a new record arrives, b is deleted.
-    QVERIFY(client.complete("refresh-a", 1, R"({"ok": true})").ok());
+    QVERIFY(client.complete("refresh-a", refreshA.version, R"({"ok": true})", refreshA.token).ok());
     client.begin(test::paymentRequest("refresh-new", "ord-refresh-new"));
     db_->exec("DELETE FROM idem.records WHERE idempotency_key = 'refresh-b'");
 
@@ -233,19 +246,22 @@ class TestRecordPaging : public QObject {
     // The tester fetches more as rows arrive, like a view would: once that settles, the model must
     // hold a prefix of the order, at least the span loaded before (through the old last row).
     QVERIFY(test::waitUntil([&] { return !model.isLoading(); }));
-    const long long span = db_->scalar(
-        "SELECT count(*) FROM idem.records WHERE (updated_at, idempotency_key) >= (" +
-        owner->quote(lastUpdated) + "::timestamptz, " + owner->quote(lastKey) + ")");
+    const long long span =
+        db_->scalar("SELECT count(*) FROM idem.records WHERE (updated_at, idempotency_key) >= (" +
+                    owner->quote(lastUpdated) + "::timestamptz, " + owner->quote(lastKey) + ")");
     QVERIFY(model.rowCount() >= span);
-    const auto expected = test::keysBySql(
-        *db_, "SELECT idempotency_key FROM idem.records ORDER BY updated_at DESC, idempotency_key DESC LIMIT " +
-                  std::to_string(model.rowCount()));
+    const auto expected = test::keysBySql(*db_,
+                                          "SELECT idempotency_key FROM idem.records ORDER BY "
+                                          "updated_at DESC, idempotency_key DESC LIMIT " +
+                                              std::to_string(model.rowCount()));
     QCOMPARE(test::keysOf(model), expected);
     QCOMPARE(model.recordAt(0)->idempotencyKey, std::string("refresh-new"));
     QVERIFY(followA.isValid());
     QCOMPARE(followA.data(RecordTableModel::KeyRole).toString(), QStringLiteral("refresh-a"));
-    QCOMPARE(followA.data(RecordTableModel::StatusRole).toInt(), static_cast<int>(RecordStatus::Success));
-    QCOMPARE(followLast.data(RecordTableModel::KeyRole).toString(), QString::fromStdString(lastKey));
+    QCOMPARE(followA.data(RecordTableModel::StatusRole).toInt(),
+             static_cast<int>(RecordStatus::Success));
+    QCOMPARE(followLast.data(RecordTableModel::KeyRole).toString(),
+             QString::fromStdString(lastKey));
     QCOMPARE(model.rowOfKey("refresh-b"), -1);
   }
 };
