@@ -7,7 +7,7 @@ ask for the same call again. The model is scripted. The gateway drops the first 
 charging: the incident of the seeds. Every layer retries (framework, model, the gateway's webhook)
 and the customer is charged once.
 
-    python3 examples/agent_loop.py "host=... dbname=..." ["reconciler DSN"]
+    PYTHONPATH=clients/python python3 clients/python/examples/agent_loop.py "host=... dbname=..." ["reconciler DSN"]
 
 Wiring a real framework is the same three lines: wrap the tool function with `guard.tool(...)`,
 state the trigger source around each invocation (`call_context`), and return `for_model()` of a
