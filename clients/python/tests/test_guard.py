@@ -40,6 +40,13 @@ def payment(order_id: str, source=TriggerSource.INITIAL, trace_id=None, agent_id
     )
 
 
+def raising(exc: BaseException):
+    def body():
+        raise exc
+
+    return body
+
+
 def status_of(key: str):
     return scalar("SELECT status FROM idem.records WHERE idempotency_key = %s", key)
 
@@ -223,6 +230,20 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(len(attempts), 2)
         self.assertEqual(self.gateway.count(order), 1)
         self.assertEqual(status_of(first.key), "SUCCESS")
+
+    def test_a_classifier_names_what_the_default_would_call_unknown(self):
+        class GatewayUnreachable(Exception):
+            pass
+
+        guard = Guard(WRITER_DSN, classify=lambda e: idemwatch.Failure.NOT_SENT if isinstance(e, GatewayUnreachable) else None)
+        try:
+            sent = guard.run(payment(unique("classified")), raising(GatewayUnreachable("dns")))
+            other = guard.run(payment(unique("classified")), raising(ValueError("parse")))
+        finally:
+            guard.close()
+        self.assertIsInstance(sent.error, idemwatch.RetryableFailure)
+        self.assertIs(scalar("SELECT retry_allowed FROM idem.records WHERE idempotency_key = %s", sent.key), True)
+        self.assertIsInstance(other.error, idemwatch.OutcomeUnknown)  # None: the default decides
 
     def test_the_claim_token_stays_with_the_wrapper_so_another_instance_cannot_report(self):
         order = unique("token")

@@ -231,6 +231,21 @@ describe("Guard", () => {
     assert.equal(await statusOf(first.key), "SUCCESS");
   });
 
+  test("a classifier names what the default would call unknown", async () => {
+    const classified = new Guard(pool, {
+      classify: (err) => ((err as Error).cause as { code?: string } | undefined)?.code === "ECONNREFUSED" ? "not_sent" : undefined,
+    });
+    const sent = await classified.run(payment(unique("classified")), () => {
+      throw new TypeError("fetch failed", { cause: { code: "ECONNREFUSED" } });
+    });
+    const other = await classified.run(payment(unique("classified")), () => {
+      throw new TypeError("fetch failed", { cause: { code: "UND_ERR_SOCKET" } });
+    });
+    assert.ok(sent.error instanceof RetryableFailure);
+    assert.equal(await scalar("SELECT retry_allowed FROM idem.records WHERE idempotency_key = $1", [sent.key]), true);
+    assert.ok(other.error instanceof OutcomeUnknown); // undefined: the default decides
+  });
+
   test("the claim token stays with the wrapper so another instance cannot report", async () => {
     const order = unique("token");
     const key = stableKey("payment", order, "pay");
