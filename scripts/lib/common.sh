@@ -11,7 +11,10 @@ IDEMWATCH_PACKAGES=(
   postgresql postgresql-contrib
   prometheus xvfb openssl curl shellcheck
 )
-IDEMWATCH_PACKAGES+=(nodejs python3-psycopg); command -v npm >/dev/null 2>&1 || IDEMWATCH_PACKAGES+=(npm) # clients/; NodeSource's nodejs ships npm and conflicts with Debian's
+# The protocol clients' tests (clients/): Python's psycopg, and Node.js with npm. A NodeSource
+# nodejs already ships npm and conflicts with Debian's npm package, so npm only when missing.
+IDEMWATCH_PACKAGES+=(nodejs python3-psycopg)
+command -v npm >/dev/null 2>&1 || IDEMWATCH_PACKAGES+=(npm)
 
 say() { printf '==> %s\n' "$*" >&2; }
 
