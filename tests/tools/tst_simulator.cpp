@@ -22,10 +22,19 @@ sim::SimulationConfig quietConfig(const test::TestDatabase& db) {
   c.seed = 42;
   c.operations = 600;
   c.runId = "t";
-  c.responseLossRate = 0; c.crashRate = 0; c.declineRate = 0; c.refusedRate = 0;
+  c.responseLossRate = 0;
+  c.crashRate = 0;
+  c.declineRate = 0;
+  c.refusedRate = 0;
   c.carelessRate = 0;
-  c.llmRetryRate = 0; c.frameworkRetryRate = 0; c.httpRetryRate = 0; c.callbackRate = 0;
-  c.mismatchRate = 0; c.newKeyRate = 0; c.concurrentDuplicateRate = 0; c.doubleChargeRate = 0;
+  c.llmRetryRate = 0;
+  c.frameworkRetryRate = 0;
+  c.httpRetryRate = 0;
+  c.callbackRate = 0;
+  c.mismatchRate = 0;
+  c.newKeyRate = 0;
+  c.concurrentDuplicateRate = 0;
+  c.doubleChargeRate = 0;
   return c;
 }
 
@@ -44,8 +53,8 @@ class TestSimulator : public QObject {
     sim::SimulationConfig c = quietConfig(*db_);
     c.bizTypes = {"payment"};
     c.operations = 1000;
-    c.responseLossRate = 0.2;          // the proxy drops 20% of successful responses
-    c.httpRetryRate = 0.5;             // and clients retry with the same key, from every layer
+    c.responseLossRate = 0.2;  // the proxy drops 20% of successful responses
+    c.httpRetryRate = 0.5;     // and clients retry with the same key, from every layer
     c.llmRetryRate = 0.3;
     c.frameworkRetryRate = 0.3;
     c.callbackRate = 0.3;
@@ -55,15 +64,21 @@ class TestSimulator : public QObject {
     QCOMPARE(s.errors, 0LL);
     QVERIFY2(s.responsesLost > 150 && s.responsesLost < 250, "about 20% of responses were dropped");
     const long long orders = db_->scalar("SELECT count(DISTINCT biz_id) FROM idem.records");
-    const long long charges = db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'");
+    const long long charges =
+        db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'");
     QCOMPARE(orders, 1000LL);
     QCOMPARE(charges, orders);  // 1 : 1, exactly
-    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id HAVING count(*) <> 1) x"), 0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id "
+                         "HAVING count(*) <> 1) x"),
+             0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL"),
+             0LL);
     // The retries really happened and were answered by the layer.
-    QVERIFY(db_->scalar("SELECT count(*) FROM idem.attempts WHERE trigger_source <> 'initial'") > 1000);
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.attempts WHERE trigger_source <> 'initial'") >
+            1000);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), orders);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'UNKNOWN'"), s.responsesLost - s.unknownResolvedByCallback);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'UNKNOWN'"),
+             s.responsesLost - s.unknownResolvedByCallback);
     QCOMPARE(s.charges, charges);
   }
 
@@ -94,18 +109,27 @@ class TestSimulator : public QObject {
     qInfo().noquote() << s.render().c_str();
     QCOMPARE(s.errors, 0LL);
     const long long orders = db_->scalar("SELECT count(DISTINCT biz_id) FROM idem.records");
-    const long long charges = db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'");
+    const long long charges =
+        db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'");
     QCOMPARE(orders, 1000LL);
     QCOMPARE(charges, orders);  // 1 : 1, exactly
-    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id HAVING count(*) <> 1) x"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id "
+                         "HAVING count(*) <> 1) x"),
+             0LL);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), orders);
     // The operator and the reconciler did decide records while the agents ran, under their roles.
     QVERIFY(s.reconciled + s.settledSuccess > 0);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'reconciler'"), (long long)s.reconciled);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator'"), (long long)(s.settledSuccess + s.settledFailed));
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator' AND actor NOT LIKE '%alice%'"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'reconciler'"),
+             (long long)s.reconciled);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator'"),
+             (long long)(s.settledSuccess + s.settledFailed));
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator' AND "
+                         "actor NOT LIKE '%alice%'"),
+             0LL);
     // Every money-moved decision was SUCCESS: nobody declared a charged order FAILED.
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records r JOIN idem.money_position m USING (biz_type, biz_id) WHERE m.money_moved AND r.status = 'FAILED'"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records r JOIN idem.money_position m USING "
+                         "(biz_type, biz_id) WHERE m.money_moved AND r.status = 'FAILED'"),
+             0LL);
     QCOMPARE(s.charges, charges);
   }
 
@@ -139,20 +163,31 @@ class TestSimulator : public QObject {
     QCOMPARE(s.holesOpen(), 0LL);
     QVERIFY2(summary.find("careless clients") != std::string::npos, summary.c_str());
     QVERIFY2(summary.find("OPEN") == std::string::npos, summary.c_str());
-    // No extra charge: one DEBIT per paid order, none for a declined one, none under a careless ref.
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE external_ref ~ '-1[0-9]$'"), 0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id HAVING count(*) > 1) x"), 0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows f JOIN idem.records r USING (biz_type, biz_id) WHERE r.status = 'FAILED'"), 0LL);
+    // No extra charge: one DEBIT per paid order, none for a declined one, none under a careless
+    // ref.
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE external_ref ~ '-1[0-9]$'"),
+             0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id "
+                         "HAVING count(*) > 1) x"),
+             0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows f JOIN idem.records r USING "
+                         "(biz_type, biz_id) WHERE r.status = 'FAILED'"),
+             0LL);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'"), s.charges);
     // No claimant lost its claim to the careless operator: nothing it settled FAILED ran again.
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'FAILED'"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'FAILED'"),
+             0LL);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"),
              db_->scalar("SELECT count(*) FROM idem.records"));
     // The strangers' responses never replaced a claimant's.
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE response_payload->>'gateway_ref' = 'stranger'"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE response_payload->>'gateway_ref' "
+                         "= 'stranger'"),
+             0LL);
     // Declined cards are final: retries were handed the failure back.
     QVERIFY(s.finalFailuresReplayed >= s.declines);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'FAILED' AND retry_allowed"), 0LL);
+    QCOMPARE(
+        db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'FAILED' AND retry_allowed"),
+        0LL);
   }
 
   // After retention, yesterday's traffic replayed (retries that come back days later) is answered
@@ -186,8 +221,10 @@ class TestSimulator : public QObject {
     c.httpRetryRate = 0.5;
     const sim::SimulationSummary s = sim::simulate(c, stop_);
     QVERIFY(s.doubleCharges > 30);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL"), s.doubleCharges);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'"), 600 + s.doubleCharges);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL"),
+             s.doubleCharges);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'"),
+             600 + s.doubleCharges);
     // Still one execution per order: the duplicates come from downstream, not from retries.
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), 600LL);
   }
@@ -204,27 +241,41 @@ class TestSimulator : public QObject {
     QCOMPARE(s.errors, 0LL);
     QCOMPARE(s.attemptsTotal(), db_->scalar("SELECT count(*) FROM idem.attempts"));
     for (TriggerSource source : allValues<TriggerSource>()) {
-      QVERIFY2(db_->scalar("SELECT count(*) FROM idem.attempts WHERE trigger_source = '" + std::string(format(source)) + "'") > 0, format(source).data());
+      QVERIFY2(db_->scalar("SELECT count(*) FROM idem.attempts WHERE trigger_source = '" +
+                           std::string(format(source)) + "'") > 0,
+               format(source).data());
     }
     for (Outcome outcome : allValues<Outcome>()) {
       if (outcome == Outcome::Retired) continue;  // only after retention: its own test
-      QVERIFY2(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = '" + std::string(format(outcome)) + "'") > 0, format(outcome).data());
+      QVERIFY2(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = '" +
+                           std::string(format(outcome)) + "'") > 0,
+               format(outcome).data());
     }
     // Client-side counts per source and outcome equal the table's.
     for (const auto& [key, n] : s.attempts) {
-      QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE trigger_source = '" + std::string(format(key.first)) +
-                           "' AND outcome = '" + std::string(format(key.second)) + "'"), (long long)n);
+      QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE trigger_source = '" +
+                           std::string(format(key.first)) + "' AND outcome = '" +
+                           std::string(format(key.second)) + "'"),
+               (long long)n);
     }
     QTest::qWait(250);
-    QVERIFY(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'PROCESSING' AND lease_expires_at < now()") > 0);  // crashes
-    QVERIFY(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'UNKNOWN'") > 0);      // lost responses
-    QVERIFY(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'FAILED'") > 0);  // refused connections re-run
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'PROCESSING' AND "
+                        "lease_expires_at < now()") > 0);  // crashes
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'UNKNOWN'") >
+            0);  // lost responses
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'FAILED'") >
+            0);                            // refused connections re-run
     QVERIFY(s.finalFailuresReplayed > 0);  // declined cards: final, the retry is replayed
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows f JOIN idem.records r USING (biz_type, biz_id) WHERE r.status = 'FAILED' AND r.retry_allowed = false"), 0LL);
+    QCOMPARE(
+        db_->scalar("SELECT count(*) FROM idem.fund_flows f JOIN idem.records r USING (biz_type, "
+                    "biz_id) WHERE r.status = 'FAILED' AND r.retry_allowed = false"),
+        0LL);
     QVERIFY(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL") > 0);
     QVERIFY(db_->scalar("SELECT count(DISTINCT biz_type) FROM idem.records") == 3);
     // Money moved without a SUCCESS record (crash after charge): what reconciliation looks for.
-    QVERIFY(db_->scalar("SELECT count(*) FROM idem.fund_flows f WHERE kind = 'DEBIT' AND NOT EXISTS (SELECT 1 FROM idem.records r WHERE r.biz_type = f.biz_type AND r.biz_id = f.biz_id AND r.status = 'SUCCESS')") > 0);
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.fund_flows f WHERE kind = 'DEBIT' AND NOT "
+                        "EXISTS (SELECT 1 FROM idem.records r WHERE r.biz_type = f.biz_type AND "
+                        "r.biz_id = f.biz_id AND r.status = 'SUCCESS')") > 0);
   }
 
   void sameSeedPlansSameTraffic() {
@@ -242,7 +293,8 @@ class TestSimulator : public QObject {
     int differ = 0;
     sim::SimulationConfig d = c;
     d.seed = 99;
-    for (std::int64_t i = 0; i < 500; ++i) differ += sim::planOperation(c, i).amountMinor != sim::planOperation(d, i).amountMinor;
+    for (std::int64_t i = 0; i < 500; ++i)
+      differ += sim::planOperation(c, i).amountMinor != sim::planOperation(d, i).amountMinor;
     QVERIFY(differ > 400);
 
     // Two runs with one seed leave the same tables (no concurrent copies: their winner is timing).
@@ -257,11 +309,15 @@ class TestSimulator : public QObject {
       sim::simulate(r, stop_);
       pqxx::connection conn(db.dsn());
       pqxx::nontransaction tx(conn);
-      return std::string(tx.exec(
-          "SELECT md5(string_agg(idempotency_key || status || version || attempt_count, ',' ORDER BY idempotency_key)) || "
-          "(SELECT md5(string_agg(idempotency_key || trigger_source || outcome, ',' ORDER BY idempotency_key, trigger_source, outcome)) FROM idem.attempts) || "
-          "(SELECT md5(string_agg(external_ref || amount_minor || (duplicate_of IS NULL), ',' ORDER BY external_ref)) FROM idem.fund_flows) "
-          "FROM idem.records")[0][0].c_str());
+      return std::string(
+          tx.exec("SELECT md5(string_agg(idempotency_key || status || version || attempt_count, "
+                  "',' ORDER BY idempotency_key)) || "
+                  "(SELECT md5(string_agg(idempotency_key || trigger_source || outcome, ',' ORDER "
+                  "BY idempotency_key, trigger_source, outcome)) FROM idem.attempts) || "
+                  "(SELECT md5(string_agg(external_ref || amount_minor || (duplicate_of IS NULL), "
+                  "',' ORDER BY external_ref)) FROM idem.fund_flows) "
+                  "FROM idem.records")[0][0]
+              .c_str());
     };
     QCOMPARE(run("tst_simulator_a"), run("tst_simulator_b"));
   }
@@ -283,7 +339,8 @@ class TestSimulator : public QObject {
     c.responseLossRate = 1.5;
     c.bizTypes = {};
     const auto problems = c.validate();
-    QCOMPARE(problems.size(), std::size_t(4));  // agents, the rate, the sum of fault rates, no biz types
+    QCOMPARE(problems.size(),
+             std::size_t(4));  // agents, the rate, the sum of fault rates, no biz types
     QVERIFY(problems[0].find("--agents") != std::string::npos);
   }
 };

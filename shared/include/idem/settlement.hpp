@@ -37,7 +37,8 @@ struct SettleAssessment {
   // As the database decides it (idem.money_position): DEBIT + CAPTURE exceed REFUND.
   bool moneyMoved = false;
   bool duplicateDebit = false;  // more than one DEBIT: the customer was already charged twice
-  // A PROCESSING record whose lease has not expired: the server refuses to settle it (lease_active).
+  // A PROCESSING record whose lease has not expired: the server refuses to settle it
+  // (lease_active).
   bool leaseActive = false;
   // With leaseActive: how long until the lease ends, by the database's clock (record->
   // leaseExpiresAt says when).
@@ -54,7 +55,7 @@ enum class SettleVerdict {
   Settled,            // written
   InvalidInput,       // blank reason, bad target status, evidence that is not JSON: nothing sent
   MoneyMoved,         // FAILED while money moved and no override: nothing written
-  LeaseActive,        // PROCESSING with a live lease: its claimant may still answer; nothing written
+  LeaseActive,        // PROCESSING, lease live: its claimant may still answer; nothing written
   Conflict,           // the record changed since the operator looked: nothing written
   NotFound,
   InvalidTransition,  // the record's status cannot move to the target (SUCCESS is final)
