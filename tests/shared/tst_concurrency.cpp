@@ -1,9 +1,8 @@
 // "Exactly once" under real concurrency: many connections race on one key, one business object or
-// one ledger line, released together by a barrier, round after round; and (schema v2) the claimant's
-// answer races the operator's settle and the reconciler, with exactly one winner and never a second
-// execution.
+// one ledger line, released together by a barrier, round after round; and (schema v2) the
+// claimant's answer races the operator's settle and the reconciler, with exactly one winner and
+// never a second execution.
 #include <QtTest>
-
 #include <barrier>
 #include <thread>
 
@@ -85,18 +84,24 @@ class TestConcurrency : public QObject {
       const BeginResult b = c.begin(r);
       if (b.outcome == Outcome::Executed) executed[round].fetch_add(1);
       if (b.claimToken) tokens[round].fetch_add(1);
-      if (b.claimToken.has_value() != (b.outcome == Outcome::Executed)) mismatched[round].fetch_add(1);
+      if (b.claimToken.has_value() != (b.outcome == Outcome::Executed))
+        mismatched[round].fetch_add(1);
     });
     for (int k = 0; k < kKeys; ++k) {
       QCOMPARE(executed[k].load(), 1);
       QCOMPARE(tokens[k].load(), 1);
       QCOMPARE(mismatched[k].load(), 0);
     }
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE claim_token_hash IS NOT NULL"), (long long)kKeys);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE claim_token_hash IS NOT NULL"),
+             (long long)kKeys);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records"), (long long)kKeys);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts"), (long long)kKeys * kRacers);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), (long long)kKeys);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome NOT IN ('executed', 'in_progress')"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"),
+             (long long)kKeys);
+    QCOMPARE(
+        db_->scalar(
+            "SELECT count(*) FROM idem.attempts WHERE outcome NOT IN ('executed', 'in_progress')"),
+        0LL);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions"), (long long)kKeys);
   }
 
@@ -109,12 +114,15 @@ class TestConcurrency : public QObject {
       const auto r = request("obj-" + std::to_string(round) + "-try-" + std::to_string(worker),
                              "order-" + std::to_string(round));
       const Outcome o = c.begin(r).outcome;
-      if (o == Outcome::Executed) executed[round].fetch_add(1);
-      else if (o != Outcome::Rejected) throw std::runtime_error("unexpected outcome " + std::string(format(o)));
+      if (o == Outcome::Executed)
+        executed[round].fetch_add(1);
+      else if (o != Outcome::Rejected)
+        throw std::runtime_error("unexpected outcome " + std::string(format(o)));
     });
     for (int k = 0; k < kObjects; ++k) QCOMPARE(executed[k].load(), 1);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records"), (long long)kObjects);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'rejected'"), (long long)kObjects * (kRacers - 1));
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'rejected'"),
+             (long long)kObjects * (kRacers - 1));
   }
 
   // A retryable FAILED record retried by many callers at once is re-claimed by exactly one.
@@ -124,19 +132,24 @@ class TestConcurrency : public QObject {
       auto conn = db_->connect();
       ProtocolClient c(*conn);
       for (int k = 0; k < kKeys; ++k) {
-        const BeginResult b = c.begin(request("f-" + std::to_string(k), "order-" + std::to_string(k)));
-        QVERIFY(c.fail("f-" + std::to_string(k), 1, "connection refused", *b.claimToken, true).ok());
+        const BeginResult b =
+            c.begin(request("f-" + std::to_string(k), "order-" + std::to_string(k)));
+        QVERIFY(
+            c.fail("f-" + std::to_string(k), 1, "connection refused", *b.claimToken, true).ok());
       }
     }
     std::vector<std::atomic<int>> executed(kKeys);
     Racers racers(*db_, kRacers);
     racers.race(kKeys, [&](ProtocolClient& c, int, int round) {
-      if (c.begin(request("f-" + std::to_string(round), "order-" + std::to_string(round))).outcome == Outcome::Executed) {
+      if (c.begin(request("f-" + std::to_string(round), "order-" + std::to_string(round)))
+              .outcome == Outcome::Executed) {
         executed[round].fetch_add(1);
       }
     });
     for (int k = 0; k < kKeys; ++k) QCOMPARE(executed[k].load(), 1);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'PROCESSING' AND version = 3 AND attempt_count = 2"), (long long)kKeys);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'PROCESSING' AND "
+                         "version = 3 AND attempt_count = 2"),
+             (long long)kKeys);
   }
 
   // Concurrent ledger lines for one business object: exactly one is first, the rest point at it;
@@ -148,17 +161,24 @@ class TestConcurrency : public QObject {
     racers.race(kObjects, [&](ProtocolClient& c, int worker, int round) {
       const std::string obj = "order-" + std::to_string(round);
       // Half the racers send distinct references, half re-send the same line.
-      const std::string ref = worker % 2 == 0 ? "gw-" + obj + "-" + std::to_string(worker) : "gw-" + obj + "-same";
-      const FundFlowResult r = c.recordFundFlow({"payment", obj, FundFlowKind::Debit, 2990, "CNY", ref, std::nullopt});
+      const std::string ref =
+          worker % 2 == 0 ? "gw-" + obj + "-" + std::to_string(worker) : "gw-" + obj + "-same";
+      const FundFlowResult r =
+          c.recordFundFlow({"payment", obj, FundFlowKind::Debit, 2990, "CNY", ref, std::nullopt});
       if (!r.alreadyRecorded) (r.isDuplicate ? duplicates : firsts).fetch_add(1);
     });
     QCOMPARE(firsts.load(), kObjects);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows WHERE duplicate_of IS NULL GROUP BY biz_id HAVING count(*) = 1) x"), (long long)kObjects);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows WHERE "
+                         "duplicate_of IS NULL GROUP BY biz_id HAVING count(*) = 1) x"),
+             (long long)kObjects);
     // distinct refs per object: 5 even racers + 1 shared = 6 rows, 5 of them duplicates
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows"), (long long)kObjects * 6);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL"), (long long)kObjects * 5);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL"),
+             (long long)kObjects * 5);
     QCOMPARE(duplicates.load(), kObjects * 5);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows d JOIN idem.fund_flows f ON f.id = d.duplicate_of WHERE f.duplicate_of IS NOT NULL OR f.biz_id <> d.biz_id"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows d JOIN idem.fund_flows f ON f.id = "
+                         "d.duplicate_of WHERE f.duplicate_of IS NOT NULL OR f.biz_id <> d.biz_id"),
+             0LL);
   }
 
   // The claimant completing, a reconciler resolving FAILED, the sweeper expiring and an operator
@@ -173,17 +193,31 @@ class TestConcurrency : public QObject {
       const std::string key = "r-" + std::to_string(round);
       ChangeResult r;
       switch (worker) {
-        case 0: r = c.complete(key, 1, "{}", tokens[round]); break;
-        case 1: r = c.resolve(key, 1, RecordStatus::Failed, "reconciler: no charge", R"({"lookup": "none"})"); break;
-        case 2: c.expireLeases(); return;
-        default: r = c.settle(key, 1, RecordStatus::Success, "operator saw the charge", std::nullopt); break;
+        case 0:
+          r = c.complete(key, 1, "{}", tokens[round]);
+          break;
+        case 1:
+          r = c.resolve(key, 1, RecordStatus::Failed, "reconciler: no charge",
+                        R"({"lookup": "none"})");
+          break;
+        case 2:
+          c.expireLeases();
+          return;
+        default:
+          r = c.settle(key, 1, RecordStatus::Success, "operator saw the charge", std::nullopt);
+          break;
       }
       if (r.ok()) ok.fetch_add(1);
     });
     QVERIFY(ok.load() <= kKeys);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records r WHERE version <> (SELECT count(*) FROM idem.transitions t WHERE t.idempotency_key = r.idempotency_key)"), 0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT idempotency_key, version FROM idem.transitions GROUP BY 1, 2 HAVING count(*) > 1) x"), 0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'PROCESSING'"), (long long)kKeys);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records r WHERE version <> (SELECT count(*) "
+                         "FROM idem.transitions t WHERE t.idempotency_key = r.idempotency_key)"),
+             0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT idempotency_key, version FROM "
+                         "idem.transitions GROUP BY 1, 2 HAVING count(*) > 1) x"),
+             0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'PROCESSING'"),
+             (long long)kKeys);
   }
 
   // After the lease expired, the operator settles FAILED while the claimant's late complete
@@ -225,19 +259,31 @@ class TestConcurrency : public QObject {
     });
     for (int k = 0; k < kKeys; ++k) QCOMPARE(wins[k].load(), 1);
     QCOMPARE(operatorWins.load() + claimantWins.load(), kKeys);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'PROCESSING'"), (long long)kKeys);
-    // A retry executed only where the operator's FAILED had committed first, never where money moved.
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'PROCESSING'"),
+             (long long)kKeys);
+    // A retry executed only where the operator's FAILED had committed first, never where money
+    // moved.
     for (int k = 0; k < kKeys; ++k) {
       if (k % 2 == 0) {
         QCOMPARE(executed[k].load(), 0);
-        QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE idempotency_key = 's-" + std::to_string(k) + "' AND status = 'SUCCESS' AND version = 2"), 1LL);
+        QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE idempotency_key = 's-" +
+                             std::to_string(k) + "' AND status = 'SUCCESS' AND version = 2"),
+                 1LL);
       }
       if (executed[k].load() == 0) continue;
       QCOMPARE(executed[k].load(), 1);
-      QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE idempotency_key = 's-" + std::to_string(k) + "' AND version = 2 AND actor_kind = 'operator' AND to_status = 'FAILED'"), 1LL);
+      QCOMPARE(
+          db_->scalar("SELECT count(*) FROM idem.transitions WHERE idempotency_key = 's-" +
+                      std::to_string(k) +
+                      "' AND version = 2 AND actor_kind = 'operator' AND to_status = 'FAILED'"),
+          1LL);
     }
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE to_status = 'SUCCESS' AND actor_kind = 'system'"), (long long)claimantWins.load());
-    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT idempotency_key FROM idem.transitions WHERE to_status = 'SUCCESS' GROUP BY 1 HAVING count(*) > 1) x"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE to_status = 'SUCCESS' AND "
+                         "actor_kind = 'system'"),
+             (long long)claimantWins.load());
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT idempotency_key FROM idem.transitions WHERE "
+                         "to_status = 'SUCCESS' GROUP BY 1 HAVING count(*) > 1) x"),
+             0LL);
   }
 
   // reconcile (several at once) racing the claimant's late complete: exactly one winner per record.
@@ -258,16 +304,22 @@ class TestConcurrency : public QObject {
     racers.race(kKeys / 10, [&](ProtocolClient& c, int worker, int round) {
       if (worker == 0) {
         for (int k = round * 10; k < round * 10 + 10; ++k) {
-          if (c.complete("c-" + std::to_string(k), 2, R"({"late": true})", tokens[k]).ok()) completed.fetch_add(1);
+          if (c.complete("c-" + std::to_string(k), 2, R"({"late": true})", tokens[k]).ok())
+            completed.fetch_add(1);
         }
       } else {
         reconciled.fetch_add(c.reconcile());
       }
     });
     QCOMPARE(completed.load() + reconciled.load(), kKeys);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'SUCCESS' AND version = 3"), (long long)kKeys);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE to_status = 'SUCCESS' AND actor_kind = 'reconciler'"), (long long)reconciled.load());
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE to_status = 'SUCCESS'"), (long long)kKeys);
+    QCOMPARE(
+        db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'SUCCESS' AND version = 3"),
+        (long long)kKeys);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE to_status = 'SUCCESS' AND "
+                         "actor_kind = 'reconciler'"),
+             (long long)reconciled.load());
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE to_status = 'SUCCESS'"),
+             (long long)kKeys);
   }
 
  private:

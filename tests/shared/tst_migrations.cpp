@@ -2,7 +2,6 @@
 // migration whose text changed is refused, a database newer than the program is refused, and a run
 // can stop at a version (a version-1 database for the upgrade tests, tst_upgrade).
 #include <QtTest>
-
 #include <fstream>
 
 #include "idem/migrations.hpp"
@@ -15,10 +14,11 @@ class TestMigrations : public QObject {
   std::unique_ptr<test::TestDatabase> db_;
 
   std::string schemaFingerprint() {
-    return std::to_string(db_->scalar(
-               "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'idem'")) +
-           "/" + std::to_string(db_->scalar(
-               "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'idem'"));
+    return std::to_string(db_->scalar("SELECT count(*) FROM pg_class c JOIN pg_namespace n ON "
+                                      "n.oid = c.relnamespace WHERE n.nspname = 'idem'")) +
+           "/" +
+           std::to_string(db_->scalar("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid "
+                                      "= p.pronamespace WHERE n.nspname = 'idem'"));
   }
 
  private slots:
@@ -30,18 +30,36 @@ class TestMigrations : public QObject {
     const MigrationReport report = migrate(*c, bundledMigrations());
     QCOMPARE(report.applied.size(), bundledMigrations().size());
     QCOMPARE(report.alreadyApplied, 0);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.schema_migrations"), (long long)bundledMigrations().size());
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.schema_migrations"),
+             (long long)bundledMigrations().size());
     for (const char* table : {"records", "attempts", "transitions", "fund_flows"}) {
-      QCOMPARE(db_->scalar(std::string("SELECT count(*) FROM pg_tables WHERE schemaname = 'idem' AND tablename = '") + table + "'"), 1LL);
+      QCOMPARE(
+          db_->scalar(
+              std::string(
+                  "SELECT count(*) FROM pg_tables WHERE schemaname = 'idem' AND tablename = '") +
+              table + "'"),
+          1LL);
     }
     for (const char* table : {"retired_keys"}) {
-      QCOMPARE(db_->scalar(std::string("SELECT count(*) FROM pg_tables WHERE schemaname = 'idem' AND tablename = '") + table + "'"), 1LL);
+      QCOMPARE(
+          db_->scalar(
+              std::string(
+                  "SELECT count(*) FROM pg_tables WHERE schemaname = 'idem' AND tablename = '") +
+              table + "'"),
+          1LL);
     }
-    QCOMPARE(db_->scalar("SELECT count(*) FROM pg_views WHERE schemaname = 'idem' AND viewname = 'money_position'"), 1LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM pg_views WHERE schemaname = 'idem' AND viewname = "
+                         "'money_position'"),
+             1LL);
     // One signature each: the version-1 ones are gone.
-    for (const char* fn : {"begin", "complete", "fail", "mark_unknown", "settle", "resolve", "reconcile", "expire_leases",
-                           "record_fund_flow", "purge", "purge_retired"}) {
-      QCOMPARE(db_->scalar(std::string("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'idem' AND proname = '") + fn + "'"), 1LL);
+    for (const char* fn :
+         {"begin", "complete", "fail", "mark_unknown", "settle", "resolve", "reconcile",
+          "expire_leases", "record_fund_flow", "purge", "purge_retired"}) {
+      QCOMPARE(
+          db_->scalar(std::string("SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = "
+                                  "p.pronamespace WHERE n.nspname = 'idem' AND proname = '") +
+                      fn + "'"),
+          1LL);
     }
   }
 
@@ -49,12 +67,15 @@ class TestMigrations : public QObject {
     auto c = db_->connect();
     migrate(*c, bundledMigrations());
     const std::string before = schemaFingerprint();
-    const long long appliedAt = db_->scalar("SELECT extract(epoch FROM max(applied_at))::bigint FROM idem.schema_migrations");
+    const long long appliedAt = db_->scalar(
+        "SELECT extract(epoch FROM max(applied_at))::bigint FROM idem.schema_migrations");
     const MigrationReport again = migrate(*c, bundledMigrations());
     QVERIFY(again.applied.empty());
     QCOMPARE(again.alreadyApplied, (int)bundledMigrations().size());
     QCOMPARE(schemaFingerprint(), before);
-    QCOMPARE(db_->scalar("SELECT extract(epoch FROM max(applied_at))::bigint FROM idem.schema_migrations"), appliedAt);
+    QCOMPARE(db_->scalar(
+                 "SELECT extract(epoch FROM max(applied_at))::bigint FROM idem.schema_migrations"),
+             appliedAt);
   }
 
   void tamperedAppliedMigrationIsRefused() {
@@ -67,7 +88,9 @@ class TestMigrations : public QObject {
       QFAIL("a changed migration was accepted");
     } catch (const MigrationError& e) {
       const QString message = QString::fromUtf8(e.what());
-      QVERIFY2(message.contains(QString::fromStdString(tampered[2].name)) && message.contains("checksum"), e.what());
+      QVERIFY2(message.contains(QString::fromStdString(tampered[2].name)) &&
+                   message.contains("checksum"),
+               e.what());
     }
   }
 
@@ -77,7 +100,8 @@ class TestMigrations : public QObject {
     migrate(*c, std::vector<Migration>(migrations.begin(), migrations.begin() + 2));
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.schema_migrations"), 2LL);
     // A broken migration after good ones: nothing of this run is kept.
-    migrations.push_back({999, "999_broken.sql", "CREATE TABLE idem.partial (x int); SELECT no_such_function();"});
+    migrations.push_back(
+        {999, "999_broken.sql", "CREATE TABLE idem.partial (x int); SELECT no_such_function();"});
     QVERIFY_THROWS_EXCEPTION(std::exception, migrate(*c, migrations));
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.schema_migrations"), 2LL);
     QCOMPARE(db_->scalar("SELECT count(*) FROM pg_tables WHERE tablename = 'partial'"), 0LL);
@@ -90,11 +114,15 @@ class TestMigrations : public QObject {
     const MigrationReport v1 = migrate(*c, bundledMigrations(), MigrateOptions{.upTo = 5});
     QCOMPARE(v1.applied.size(), std::size_t(5));
     QCOMPARE(db_->scalar("SELECT max(version) FROM idem.schema_migrations"), 5LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'idem' AND table_name = 'records' AND column_name = 'claim_token_hash'"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM information_schema.columns WHERE table_schema = "
+                         "'idem' AND table_name = 'records' AND column_name = 'claim_token_hash'"),
+             0LL);
     const MigrationReport v2 = migrate(*c, bundledMigrations());
     QCOMPARE(v2.applied.size(), bundledMigrations().size() - 5);
     QCOMPARE(v2.alreadyApplied, 5);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM information_schema.columns WHERE table_schema = 'idem' AND table_name = 'records' AND column_name = 'claim_token_hash'"), 1LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM information_schema.columns WHERE table_schema = "
+                         "'idem' AND table_name = 'records' AND column_name = 'claim_token_hash'"),
+             1LL);
   }
 
   void databaseNewerThanProgramIsRefused() {

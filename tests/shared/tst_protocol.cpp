@@ -1,8 +1,9 @@
 // The protocol functions (schema contract v2), one behaviour at a time, against a real PostgreSQL:
-// every begin outcome with its attempt row and claim token, the claimant's answers, every row of the
-// state machine and every refused transition (through the functions and through direct UPDATEs),
-// fund flows, retention, and bad input that changes nothing. Each role's rights: tst_roles; the
-// state machine per role: tst_state_machine; the bounds: tst_bounds; the holes of issue 8: tst_holes.
+// every begin outcome with its attempt row and claim token, the claimant's answers, every row of
+// the state machine and every refused transition (through the functions and through direct
+// UPDATEs), fund flows, retention, and bad input that changes nothing. Each role's rights:
+// tst_roles; the state machine per role: tst_state_machine; the bounds: tst_bounds; the holes of
+// issue 8: tst_holes.
 #include <QtTest>
 
 #include "idem/database_error.hpp"
@@ -51,7 +52,8 @@ class TestProtocol : public QObject {
   std::string claim(const BeginRequest& r) {
     const BeginResult b = client_->begin(r);
     if (b.outcome != Outcome::Executed || !b.claimToken) {
-      throw std::runtime_error("begin " + r.key + " did not execute: " + std::string(format(b.outcome)));
+      throw std::runtime_error("begin " + r.key +
+                               " did not execute: " + std::string(format(b.outcome)));
     }
     return *b.claimToken;
   }
@@ -74,9 +76,7 @@ class TestProtocol : public QObject {
   }
 
  private slots:
-  void initTestCase() {
-    db_ = std::make_unique<test::TestDatabase>("tst_protocol");
-  }
+  void initTestCase() { db_ = std::make_unique<test::TestDatabase>("tst_protocol"); }
   void init() {
     db_->reset();
     conn_ = db_->connect();
@@ -93,27 +93,47 @@ class TestProtocol : public QObject {
     QCOMPARE(r.status, std::optional(RecordStatus::Processing));
     QCOMPARE(r.version, std::optional(1));
     QVERIFY(r.claimToken.has_value());
-    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='k1' AND outcome='executed' AND trigger_source='initial' AND agent_id='agent-1' AND trace_id='trace-k1'"), 1LL);
-    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='k1' AND from_status IS NULL AND to_status='PROCESSING' AND version=1 AND actor_kind='system' AND actor=session_user"), 1LL);
+    QCOMPARE(
+        count(
+            "SELECT count(*) FROM idem.attempts WHERE idempotency_key='k1' AND outcome='executed' "
+            "AND trigger_source='initial' AND agent_id='agent-1' AND trace_id='trace-k1'"),
+        1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='k1' AND "
+                   "from_status IS NULL AND to_status='PROCESSING' AND version=1 AND "
+                   "actor_kind='system' AND actor=session_user"),
+             1LL);
     QCOMPARE(text("SELECT request_hash FROM idem.records WHERE idempotency_key='k1'"),
-             text("SELECT encode(sha256(convert_to('{\"amount\": 2990, \"currency\": \"CNY\"}'::jsonb::text, 'UTF8')), 'hex')"));
-    QVERIFY(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND lease_expires_at > now() + interval '25 seconds'") == 1);
+             text("SELECT encode(sha256(convert_to('{\"amount\": 2990, \"currency\": "
+                  "\"CNY\"}'::jsonb::text, 'UTF8')), 'hex')"));
+    QVERIFY(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND "
+                  "lease_expires_at > now() + interval '25 seconds'") == 1);
   }
 
   // Only the SHA-256 of the token is stored: nothing in the database is the token itself.
   void claimTokenIsStoredOnlyAsItsHash() {
     const std::string token = claim(request("k1", "o1"));
-    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND claim_token_hash = sha256(uuid_send('" + token + "'::uuid))"), 1LL);
-    QCOMPARE(count("SELECT count(*) FROM idem.records r WHERE position('" + token + "' IN r::text) > 0 OR position(replace('" + token + "', '-', '') IN r::text) > 0"), 0LL);
-    QCOMPARE(count("SELECT count(*) FROM idem.transitions t WHERE position('" + token + "' IN t::text) > 0"), 0LL);
-    QCOMPARE(count("SELECT count(*) FROM idem.attempts a WHERE position('" + token + "' IN a::text) > 0"), 0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND "
+                   "claim_token_hash = sha256(uuid_send('" +
+                   token + "'::uuid))"),
+             1LL);
+    QCOMPARE(
+        count("SELECT count(*) FROM idem.records r WHERE position('" + token +
+              "' IN r::text) > 0 OR position(replace('" + token + "', '-', '') IN r::text) > 0"),
+        0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions t WHERE position('" + token +
+                   "' IN t::text) > 0"),
+             0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts a WHERE position('" + token +
+                   "' IN a::text) > 0"),
+             0LL);
   }
 
   void onlyTheExecutedOutcomeCarriesAToken() {
     claim(request("k1", "o1"));
-    QVERIFY(!client_->begin(request("k1", "o1", TriggerSource::Http)).claimToken);              // in_progress
-    QVERIFY(!client_->begin(request("k1", "o1", TriggerSource::Llm, R"({"x": 1})")).claimToken);  // payload_mismatch
-    QVERIFY(!client_->begin(request("k2", "o1")).claimToken);                                   // rejected
+    QVERIFY(!client_->begin(request("k1", "o1", TriggerSource::Http)).claimToken);  // in_progress
+    QVERIFY(!client_->begin(request("k1", "o1", TriggerSource::Llm, R"({"x": 1})"))
+                 .claimToken);                                 // payload_mismatch
+    QVERIFY(!client_->begin(request("k2", "o1")).claimToken);  // rejected
   }
 
   void beginSameKeyWhileProcessingIsInProgress() {
@@ -121,7 +141,9 @@ class TestProtocol : public QObject {
     const BeginResult r = client_->begin(request("k1", "o1", TriggerSource::Http));
     QCOMPARE(r.outcome, Outcome::InProgress);
     QCOMPARE(r.status, std::optional(RecordStatus::Processing));
-    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='k1' AND outcome='in_progress' AND trigger_source='http'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='k1' AND "
+                   "outcome='in_progress' AND trigger_source='http'"),
+             1LL);
     QCOMPARE(count("SELECT count(*) FROM idem.transitions"), 1LL);
   }
 
@@ -133,23 +155,29 @@ class TestProtocol : public QObject {
     QCOMPARE(r.status, std::optional(RecordStatus::Success));
     QCOMPARE(r.version, std::optional(2));
     QVERIFY(r.responsePayload.has_value());
-    QCOMPARE(QString::fromStdString(*r.responsePayload), QStringLiteral(R"({"ref": "gw-1", "charged": true})"));
+    QCOMPARE(QString::fromStdString(*r.responsePayload),
+             QStringLiteral(R"({"ref": "gw-1", "charged": true})"));
   }
 
   void beginOnUnknownIsInProgressNeverReexecuted() {
     const std::string token = claim(request("k1", "o1"));
     QVERIFY(client_->markUnknown("k1", 1, "response timeout after 5s", token).ok());
-    QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Framework)).outcome, Outcome::InProgress);
+    QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Framework)).outcome,
+             Outcome::InProgress);
   }
 
   void expiredLeaseIsStillInProgress() {
     claimExpired("k1", "o1");
-    QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Framework)).outcome, Outcome::InProgress);
+    QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Framework)).outcome,
+             Outcome::InProgress);
     QCOMPARE(client_->expireLeases(), 1);
-    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key='k1'"), std::string("UNKNOWN"));
-    QCOMPARE(text("SELECT reason FROM idem.transitions WHERE to_status='UNKNOWN'"), std::string("lease expired"));
+    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key='k1'"),
+             std::string("UNKNOWN"));
+    QCOMPARE(text("SELECT reason FROM idem.transitions WHERE to_status='UNKNOWN'"),
+             std::string("lease expired"));
     QCOMPARE(client_->expireLeases(), 0);
-    QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Framework)).outcome, Outcome::InProgress);
+    QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Framework)).outcome,
+             Outcome::InProgress);
   }
 
   // The claimant's answer after the lease expired still counts: it is the claimant.
@@ -165,19 +193,27 @@ class TestProtocol : public QObject {
   void retryableFailureIsReclaimedBySameHashOnly() {
     const std::string token = claim(request("k1", "o1"));
     QVERIFY(client_->fail("k1", 1, "connection refused before sending", token, true).ok());
-    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND retry_allowed"), 1LL);
+    QCOMPARE(
+        count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND retry_allowed"),
+        1LL);
     // A different payload under the same key is a mismatch even when FAILED.
     QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Llm, R"({"amount": 1})")).outcome,
              Outcome::PayloadMismatch);
-    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key='k1'"), std::string("FAILED"));
+    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key='k1'"),
+             std::string("FAILED"));
     const BeginResult r = client_->begin(request("k1", "o1", TriggerSource::Framework));
     QCOMPARE(r.outcome, Outcome::Executed);
     QCOMPARE(r.version, std::optional(3));
     QVERIFY(r.claimToken && *r.claimToken != token);
     QCOMPARE(count("SELECT attempt_count FROM idem.records WHERE idempotency_key='k1'"), 2LL);
-    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND NOT retry_allowed"), 1LL);
-    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='k1' AND from_status='FAILED' AND to_status='PROCESSING' AND version=3"), 1LL);
-    QCOMPARE(text("SELECT actor_kind || ': ' || reason FROM idem.transitions WHERE idempotency_key='k1' AND from_status='FAILED'"),
+    QCOMPARE(
+        count("SELECT count(*) FROM idem.records WHERE idempotency_key='k1' AND NOT retry_allowed"),
+        1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='k1' AND "
+                   "from_status='FAILED' AND to_status='PROCESSING' AND version=3"),
+             1LL);
+    QCOMPARE(text("SELECT actor_kind || ': ' || reason FROM idem.transitions WHERE "
+                  "idempotency_key='k1' AND from_status='FAILED'"),
              std::string("system: retried after FAILED (framework)"));
     // The first claim's token is no longer the claimant's: the re-claim has its own.
     QCOMPARE(client_->complete("k1", 3, "{}", token).result, ResultCode::NotClaimant);
@@ -187,27 +223,36 @@ class TestProtocol : public QObject {
   // A definite business failure is handed back, never run again.
   void finalFailureIsReplayedWithItsError() {
     const std::string token = claim(request("k1", "o1"));
-    QVERIFY(client_->fail("k1", 1, "insufficient balance", token).ok());  // retry_allowed defaults to false
+    QVERIFY(client_->fail("k1", 1, "insufficient balance", token)
+                .ok());  // retry_allowed defaults to false
     const std::string before = recordRow("k1");
-    for (TriggerSource source : {TriggerSource::Llm, TriggerSource::Framework, TriggerSource::Http, TriggerSource::Callback}) {
+    for (TriggerSource source : {TriggerSource::Llm, TriggerSource::Framework, TriggerSource::Http,
+                                 TriggerSource::Callback}) {
       const BeginResult r = client_->begin(request("k1", "o1", source));
       QCOMPARE(r.outcome, Outcome::Replayed);
       QCOMPARE(r.status, std::optional(RecordStatus::Failed));
       QCOMPARE(r.version, std::optional(2));
       QVERIFY(!r.claimToken);
-      QCOMPARE(r.responsePayload, std::optional<std::string>(R"({"error": "insufficient balance"})"));
+      QCOMPARE(r.responsePayload,
+               std::optional<std::string>(R"({"error": "insufficient balance"})"));
     }
     QCOMPARE(recordRow("k1"), before);
-    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='k1' AND outcome='replayed'"), 4LL);
+    QCOMPARE(
+        count(
+            "SELECT count(*) FROM idem.attempts WHERE idempotency_key='k1' AND outcome='replayed'"),
+        4LL);
   }
 
   void payloadMismatchLeavesRecordUntouched() {
     claim(request("k1", "o1"));
     const std::string before = recordRow("k1");
-    const BeginResult r = client_->begin(request("k1", "o1", TriggerSource::Llm, R"({"amount": 3990})"));
+    const BeginResult r =
+        client_->begin(request("k1", "o1", TriggerSource::Llm, R"({"amount": 3990})"));
     QCOMPARE(r.outcome, Outcome::PayloadMismatch);
     QCOMPARE(recordRow("k1"), before);
-    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE outcome='payload_mismatch' AND trigger_source='llm'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE outcome='payload_mismatch' AND "
+                   "trigger_source='llm'"),
+             1LL);
     // The same key for another business object is a mismatch too.
     QCOMPARE(client_->begin(request("k1", "o2")).outcome, Outcome::PayloadMismatch);
   }
@@ -228,7 +273,10 @@ class TestProtocol : public QObject {
     QCOMPARE(r.outcome, Outcome::Rejected);
     QVERIFY(!r.version.has_value());
     QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k2'"), 0LL);
-    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='k2' AND outcome='rejected'"), 1LL);
+    QCOMPARE(
+        count(
+            "SELECT count(*) FROM idem.attempts WHERE idempotency_key='k2' AND outcome='rejected'"),
+        1LL);
   }
 
   void newKeyForBusinessObjectInFlightIsRejected() {
@@ -245,9 +293,11 @@ class TestProtocol : public QObject {
     // ...and then the old FAILED key cannot be re-claimed while k2 is live.
     const BeginResult r = client_->begin(request("k1", "o1", TriggerSource::Framework));
     QCOMPARE(r.outcome, Outcome::Rejected);
-    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key='k1'"), std::string("FAILED"));
+    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key='k1'"),
+             std::string("FAILED"));
     QVERIFY(client_->complete("k2", 1, "{}", t2).ok());
-    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE biz_id='o1' AND status='SUCCESS'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE biz_id='o1' AND status='SUCCESS'"),
+             1LL);
   }
 
   // A new key for an object whose money moved under a key that failed: another run charges again.
@@ -261,7 +311,8 @@ class TestProtocol : public QObject {
     QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='k2'"), 0LL);
     QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='k2'"), 0LL);
     QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='k2'"), 1LL);
-    QCOMPARE(text("SELECT outcome FROM idem.attempts WHERE idempotency_key='k2'"), std::string("rejected"));
+    QCOMPARE(text("SELECT outcome FROM idem.attempts WHERE idempotency_key='k2'"),
+             std::string("rejected"));
     // Refunded in full: nothing moved any more, a new key may run.
     client_->recordFundFlow({"payment", "o1", FundFlowKind::Refund, 2990, "CNY", "gw-2", "k1"});
     QCOMPARE(client_->begin(request("k3", "o1")).outcome, Outcome::Executed);
@@ -272,7 +323,8 @@ class TestProtocol : public QObject {
     // system: PROCESSING -> SUCCESS
     std::string t = claim(request("a", "oa"));
     QVERIFY(client_->complete("a", 1, "{}", t).ok());
-    // system: PROCESSING -> FAILED (retryable), FAILED -> PROCESSING, PROCESSING -> UNKNOWN -> SUCCESS
+    // system: PROCESSING -> FAILED (retryable), FAILED -> PROCESSING, PROCESSING -> UNKNOWN ->
+    // SUCCESS
     t = claim(request("b", "ob"));
     QVERIFY(client_->fail("b", 1, "x", t, true).ok());
     t = claim(request("b", "ob"));
@@ -282,49 +334,82 @@ class TestProtocol : public QObject {
     claimExpired("c", "oc");
     QCOMPARE(client_->expireLeases(), 1);
     // reconciler: UNKNOWN -> FAILED, UNKNOWN -> SUCCESS, PROCESSING past lease -> SUCCESS / FAILED
-    QVERIFY(client_->resolve("c", 2, RecordStatus::Failed, "gateway: no such payment", R"({"lookup": "none"})").ok());
+    QVERIFY(client_
+                ->resolve("c", 2, RecordStatus::Failed, "gateway: no such payment",
+                          R"({"lookup": "none"})")
+                .ok());
     t = claim(request("d", "od"));
     QVERIFY(client_->markUnknown("d", 1, "timeout", t).ok());
-    QVERIFY(client_->resolve("d", 2, RecordStatus::Success, "gateway: paid", R"({"lookup": "gw-d"})").ok());
+    QVERIFY(
+        client_->resolve("d", 2, RecordStatus::Success, "gateway: paid", R"({"lookup": "gw-d"})")
+            .ok());
     claimExpired("e", "oe");
-    QVERIFY(client_->resolve("e", 1, RecordStatus::Success, "gateway: paid", R"({"lookup": "gw-e"})").ok());
+    QVERIFY(
+        client_->resolve("e", 1, RecordStatus::Success, "gateway: paid", R"({"lookup": "gw-e"})")
+            .ok());
     claimExpired("f", "of");
-    QVERIFY(client_->resolve("f", 1, RecordStatus::Failed, "gateway: nothing", R"({"lookup": "none"})").ok());
+    QVERIFY(
+        client_->resolve("f", 1, RecordStatus::Failed, "gateway: nothing", R"({"lookup": "none"})")
+            .ok());
     // reconciler through reconcile: UNKNOWN -> SUCCESS from a flow under the key
     t = claim(request("g", "og"));
     QVERIFY(client_->markUnknown("g", 1, "timeout", t).ok());
     client_->recordFundFlow({"payment", "og", FundFlowKind::Debit, 10, "CNY", "gw-g", "g"});
     QCOMPARE(client_->reconcile(), 1);
-    // operator: PROCESSING past lease -> SUCCESS / FAILED, UNKNOWN -> SUCCESS / FAILED, FAILED -> SUCCESS
+    // operator: PROCESSING past lease -> SUCCESS / FAILED, UNKNOWN -> SUCCESS / FAILED, FAILED ->
+    // SUCCESS
     claimExpired("h", "oh");
-    QVERIFY(client_->settle("h", 1, RecordStatus::Success, "statement shows charge", std::nullopt).ok());
+    QVERIFY(client_->settle("h", 1, RecordStatus::Success, "statement shows charge", std::nullopt)
+                .ok());
     claimExpired("i", "oi");
-    QVERIFY(client_->settle("i", 1, RecordStatus::Failed, "gateway: no such payment", R"({"ref": null})").ok());
+    QVERIFY(
+        client_
+            ->settle("i", 1, RecordStatus::Failed, "gateway: no such payment", R"({"ref": null})")
+            .ok());
     t = claim(request("j", "oj"));
     QVERIFY(client_->markUnknown("j", 1, "timeout", t).ok());
     QVERIFY(client_->settle("j", 2, RecordStatus::Success, "paid", std::nullopt).ok());
     t = claim(request("k", "ok"));
     QVERIFY(client_->markUnknown("k", 1, "timeout", t).ok());
     QVERIFY(client_->settle("k", 2, RecordStatus::Failed, "not paid", std::nullopt).ok());
-    QVERIFY(client_->settle("k", 3, RecordStatus::Success, "correction: the statement shows it after all", std::nullopt).ok());
+    QVERIFY(client_
+                ->settle("k", 3, RecordStatus::Success,
+                         "correction: the statement shows it after all", std::nullopt)
+                .ok());
 
     const std::string seen = text(
-        "SELECT string_agg(DISTINCT coalesce(from_status, 'none') || '>' || to_status || ':' || actor_kind, ' ' "
-        "ORDER BY coalesce(from_status, 'none') || '>' || to_status || ':' || actor_kind) FROM idem.transitions");
-    QCOMPARE(QString::fromStdString(seen),
-             QStringLiteral("FAILED>PROCESSING:system FAILED>SUCCESS:operator PROCESSING>FAILED:operator "
-                            "PROCESSING>FAILED:reconciler PROCESSING>FAILED:system PROCESSING>SUCCESS:operator "
-                            "PROCESSING>SUCCESS:reconciler PROCESSING>SUCCESS:system PROCESSING>UNKNOWN:system "
-                            "UNKNOWN>FAILED:operator UNKNOWN>FAILED:reconciler UNKNOWN>SUCCESS:operator "
-                            "UNKNOWN>SUCCESS:reconciler UNKNOWN>SUCCESS:system none>PROCESSING:system"));
+        "SELECT string_agg(DISTINCT coalesce(from_status, 'none') || '>' || to_status || ':' || "
+        "actor_kind, ' ' "
+        "ORDER BY coalesce(from_status, 'none') || '>' || to_status || ':' || actor_kind) FROM "
+        "idem.transitions");
+    QCOMPARE(
+        QString::fromStdString(seen),
+        QStringLiteral(
+            "FAILED>PROCESSING:system FAILED>SUCCESS:operator PROCESSING>FAILED:operator "
+            "PROCESSING>FAILED:reconciler PROCESSING>FAILED:system PROCESSING>SUCCESS:operator "
+            "PROCESSING>SUCCESS:reconciler PROCESSING>SUCCESS:system PROCESSING>UNKNOWN:system "
+            "UNKNOWN>FAILED:operator UNKNOWN>FAILED:reconciler UNKNOWN>SUCCESS:operator "
+            "UNKNOWN>SUCCESS:reconciler UNKNOWN>SUCCESS:system none>PROCESSING:system"));
     // Versions are consecutive per record and match the history.
-    QCOMPARE(count("SELECT count(*) FROM idem.records r WHERE version <> (SELECT max(version) FROM idem.transitions t WHERE t.idempotency_key = r.idempotency_key)"), 0LL);
-    QCOMPARE(count("SELECT count(*) FROM idem.records r WHERE version <> (SELECT count(*) FROM idem.transitions t WHERE t.idempotency_key = r.idempotency_key)"), 0LL);
-    QCOMPARE(text("SELECT evidence::text FROM idem.transitions WHERE idempotency_key='i' AND actor_kind='operator'"), std::string(R"({"ref": null})"));
-    QCOMPARE(text("SELECT reason FROM idem.transitions WHERE idempotency_key='h' AND actor_kind='operator'"), std::string("statement shows charge"));
-    QCOMPARE(text("SELECT evidence::text FROM idem.transitions WHERE idempotency_key='c' AND actor_kind='reconciler'"), std::string(R"({"lookup": "none"})"));
+    QCOMPARE(count("SELECT count(*) FROM idem.records r WHERE version <> (SELECT max(version) FROM "
+                   "idem.transitions t WHERE t.idempotency_key = r.idempotency_key)"),
+             0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.records r WHERE version <> (SELECT count(*) FROM "
+                   "idem.transitions t WHERE t.idempotency_key = r.idempotency_key)"),
+             0LL);
+    QCOMPARE(text("SELECT evidence::text FROM idem.transitions WHERE idempotency_key='i' AND "
+                  "actor_kind='operator'"),
+             std::string(R"({"ref": null})"));
+    QCOMPARE(text("SELECT reason FROM idem.transitions WHERE idempotency_key='h' AND "
+                  "actor_kind='operator'"),
+             std::string("statement shows charge"));
+    QCOMPARE(text("SELECT evidence::text FROM idem.transitions WHERE idempotency_key='c' AND "
+                  "actor_kind='reconciler'"),
+             std::string(R"({"lookup": "none"})"));
     // Deciding FAILED declares the side effect did not happen: the same request may run again.
-    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key IN ('c', 'f', 'i') AND status='FAILED' AND retry_allowed"), 3LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key IN ('c', 'f', 'i') AND "
+                   "status='FAILED' AND retry_allowed"),
+             3LL);
   }
 
   // Every transition outside the table is refused by the functions with a result code.
@@ -337,8 +422,10 @@ class TestProtocol : public QObject {
     QCOMPARE(r.status, std::optional(RecordStatus::Success));
     QCOMPARE(client_->fail("s", 2, "x", ts).result, ResultCode::InvalidTransition);
     QCOMPARE(client_->markUnknown("s", 2, "x", ts).result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->settle("s", 2, RecordStatus::Failed, "reason", std::nullopt).result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->resolve("s", 2, RecordStatus::Failed, "reason", R"({"e": 1})").result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->settle("s", 2, RecordStatus::Failed, "reason", std::nullopt).result,
+             ResultCode::InvalidTransition);
+    QCOMPARE(client_->resolve("s", 2, RecordStatus::Failed, "reason", R"({"e": 1})").result,
+             ResultCode::InvalidTransition);
     QCOMPARE(recordRow("s"), before);
 
     const std::string tf = claim(request("f", "of"));
@@ -346,8 +433,10 @@ class TestProtocol : public QObject {
     QCOMPARE(client_->complete("f", 2, "{}", tf).result, ResultCode::InvalidTransition);
     QCOMPARE(client_->markUnknown("f", 2, "x", tf).result, ResultCode::InvalidTransition);
     QCOMPARE(client_->fail("f", 2, "x", tf).result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->settle("f", 2, RecordStatus::Failed, "reason", std::nullopt).result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->resolve("f", 2, RecordStatus::Success, "reason", R"({"e": 1})").result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->settle("f", 2, RecordStatus::Failed, "reason", std::nullopt).result,
+             ResultCode::InvalidTransition);
+    QCOMPARE(client_->resolve("f", 2, RecordStatus::Success, "reason", R"({"e": 1})").result,
+             ResultCode::InvalidTransition);
 
     // v2: nobody but evidence or a person declares an uncertain outcome failed.
     const std::string tu = claim(request("u", "ou"));
@@ -355,7 +444,8 @@ class TestProtocol : public QObject {
     const std::string unknownBefore = recordRow("u");
     QCOMPARE(client_->markUnknown("u", 2, "again", tu).result, ResultCode::InvalidTransition);
     QCOMPARE(client_->fail("u", 2, "declined after all", tu).result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->fail("u", 2, "declined after all", tu, true).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->fail("u", 2, "declined after all", tu, true).result,
+             ResultCode::InvalidTransition);
     QCOMPARE(recordRow("u"), unknownBefore);
 
     // v2: a PROCESSING record whose lease is live is its claimant's.
@@ -365,14 +455,18 @@ class TestProtocol : public QObject {
     QCOMPARE(r.result, ResultCode::LeaseActive);
     QCOMPARE(r.status, std::optional(RecordStatus::Processing));
     QCOMPARE(r.version, std::optional(1));
-    QCOMPARE(client_->settle("p", 1, RecordStatus::Success, "looks paid", std::nullopt).result, ResultCode::LeaseActive);
-    QCOMPARE(client_->resolve("p", 1, RecordStatus::Success, "lookup", R"({"e": 1})").result, ResultCode::LeaseActive);
+    QCOMPARE(client_->settle("p", 1, RecordStatus::Success, "looks paid", std::nullopt).result,
+             ResultCode::LeaseActive);
+    QCOMPARE(client_->resolve("p", 1, RecordStatus::Success, "lookup", R"({"e": 1})").result,
+             ResultCode::LeaseActive);
     QCOMPARE(recordRow("p"), processingBefore);
 
     QCOMPARE(client_->complete("nope", 1, "{}", ts).result, ResultCode::NotFound);
     QVERIFY(!client_->complete("nope", 1, "{}", ts).version.has_value());
-    QCOMPARE(client_->settle("nope", 1, RecordStatus::Success, "x", std::nullopt).result, ResultCode::NotFound);
-    QCOMPARE(client_->resolve("nope", 1, RecordStatus::Success, "x", R"({"e": 1})").result, ResultCode::NotFound);
+    QCOMPARE(client_->settle("nope", 1, RecordStatus::Success, "x", std::nullopt).result,
+             ResultCode::NotFound);
+    QCOMPARE(client_->resolve("nope", 1, RecordStatus::Success, "x", R"({"e": 1})").result,
+             ResultCode::NotFound);
     QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='s'"), 2LL);
   }
 
@@ -400,12 +494,14 @@ class TestProtocol : public QObject {
     const std::string token = claim(request("k1", "o1"));
     QVERIFY(client_->markUnknown("k1", 1, "timeout", token).ok());
     const std::string before = recordRow("k1");
-    const ChangeResult r = client_->settle("k1", 1, RecordStatus::Success, "stale view", std::nullopt);
+    const ChangeResult r =
+        client_->settle("k1", 1, RecordStatus::Success, "stale view", std::nullopt);
     QCOMPARE(r.result, ResultCode::Conflict);
     QCOMPARE(r.status, std::optional(RecordStatus::Unknown));
     QCOMPARE(r.version, std::optional(2));
     QCOMPARE(client_->complete("k1", 7, "{}", token).result, ResultCode::Conflict);
-    QCOMPARE(client_->resolve("k1", 1, RecordStatus::Success, "stale", R"({"e": 1})").result, ResultCode::Conflict);
+    QCOMPARE(client_->resolve("k1", 1, RecordStatus::Success, "stale", R"({"e": 1})").result,
+             ResultCode::Conflict);
     QCOMPARE(recordRow("k1"), before);
   }
 
@@ -420,49 +516,85 @@ class TestProtocol : public QObject {
     claim(request("p", "op"));
 
     const char* refused[][2] = {
-        {"s", "PROCESSING"}, {"s", "FAILED"}, {"s", "UNKNOWN"},
-        {"f", "SUCCESS"},    {"f", "UNKNOWN"},
-        {"u", "PROCESSING"}, {"u", "FAILED"},
+        {"s", "PROCESSING"}, {"s", "FAILED"},     {"s", "UNKNOWN"}, {"f", "SUCCESS"},
+        {"f", "UNKNOWN"},    {"u", "PROCESSING"}, {"u", "FAILED"},
     };
     for (const auto& [key, to] : refused) {
       const std::string before = recordRow(key);
       std::string message;
-      const int cls = sqlstateOf([&] {
-        translatingErrors("update", [&] {
-          pqxx::nontransaction tx(*conn_);
-          tx.exec(std::string("UPDATE idem.records SET status = '") + to + "' WHERE idempotency_key = '" + key + "'");
-        });
-      }, &message);
+      const int cls = sqlstateOf(
+          [&] {
+            translatingErrors("update", [&] {
+              pqxx::nontransaction tx(*conn_);
+              tx.exec(std::string("UPDATE idem.records SET status = '") + to +
+                      "' WHERE idempotency_key = '" + key + "'");
+            });
+          },
+          &message);
       QVERIFY2(cls == 23000, (std::string(key) + " -> " + to + " was not refused").c_str());
-      QVERIFY2(message.find("is not a transition the state machine allows") != std::string::npos, message.c_str());
+      QVERIFY2(message.find("is not a transition the state machine allows") != std::string::npos,
+               message.c_str());
       QCOMPARE(recordRow(key), before);
     }
     // Not a status at all: the CHECK constraint names it.
     std::string message;
-    QCOMPARE(sqlstateOf([&] { translatingErrors("update", [&] {
-      pqxx::nontransaction tx(*conn_);
-      tx.exec("UPDATE idem.records SET status = 'DONE' WHERE idempotency_key = 'p'"); }); }, &message), 23000);
+    QCOMPARE(sqlstateOf(
+                 [&] {
+                   translatingErrors("update", [&] {
+                     pqxx::nontransaction tx(*conn_);
+                     tx.exec("UPDATE idem.records SET status = 'DONE' WHERE idempotency_key = 'p'");
+                   });
+                 },
+                 &message),
+             23000);
     QVERIFY2(message.find("record_status_valid") != std::string::npos, message.c_str());
     // Identity columns never change.
-    QCOMPARE(sqlstateOf([&] { translatingErrors("update", [&] {
-      pqxx::nontransaction tx(*conn_);
-      tx.exec("UPDATE idem.records SET biz_id = 'other' WHERE idempotency_key = 'p'"); }); }), 23000);
+    QCOMPARE(sqlstateOf([&] {
+               translatingErrors("update", [&] {
+                 pqxx::nontransaction tx(*conn_);
+                 tx.exec("UPDATE idem.records SET biz_id = 'other' WHERE idempotency_key = 'p'");
+               });
+             }),
+             23000);
     // A record is never born anything but PROCESSING, and only through idem.begin.
-    QCOMPARE(sqlstateOf([&] { translatingErrors("insert", [&] {
-      pqxx::nontransaction tx(*conn_);
-      tx.exec("INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status) VALUES ('x', 'payment', 'ox', 'pay', 'h', 'SUCCESS')"); }); }), 23000);
-    QCOMPARE(sqlstateOf([&] { translatingErrors("insert", [&] {
-      pqxx::nontransaction tx(*conn_);
-      tx.exec("INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status, lease_expires_at) VALUES ('x', 'payment', 'ox', 'pay', 'h', 'PROCESSING', now())"); }); }, &message), 23000);
+    QCOMPARE(sqlstateOf([&] {
+               translatingErrors("insert", [&] {
+                 pqxx::nontransaction tx(*conn_);
+                 tx.exec(
+                     "INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, "
+                     "request_hash, status) VALUES ('x', 'payment', 'ox', 'pay', 'h', 'SUCCESS')");
+               });
+             }),
+             23000);
+    QCOMPARE(sqlstateOf(
+                 [&] {
+                   translatingErrors("insert", [&] {
+                     pqxx::nontransaction tx(*conn_);
+                     tx.exec(
+                         "INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, "
+                         "request_hash, status, lease_expires_at) VALUES ('x', 'payment', 'ox', "
+                         "'pay', 'h', 'PROCESSING', now())");
+                   });
+                 },
+                 &message),
+             23000);
     QVERIFY2(message.find("only by idem.begin()") != std::string::npos, message.c_str());
     QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key='x'"), 0LL);
     // History is append-only.
-    QCOMPARE(sqlstateOf([&] { translatingErrors("update", [&] {
-      pqxx::nontransaction tx(*conn_);
-      tx.exec("UPDATE idem.transitions SET reason = 'rewritten'"); }); }), 23000);
-    QCOMPARE(sqlstateOf([&] { translatingErrors("update", [&] {
-      pqxx::nontransaction tx(*conn_);
-      tx.exec("UPDATE idem.attempts SET outcome = 'executed'"); }); }), 23000);
+    QCOMPARE(sqlstateOf([&] {
+               translatingErrors("update", [&] {
+                 pqxx::nontransaction tx(*conn_);
+                 tx.exec("UPDATE idem.transitions SET reason = 'rewritten'");
+               });
+             }),
+             23000);
+    QCOMPARE(sqlstateOf([&] {
+               translatingErrors("update", [&] {
+                 pqxx::nontransaction tx(*conn_);
+                 tx.exec("UPDATE idem.attempts SET outcome = 'executed'");
+               });
+             }),
+             23000);
   }
 
   // Pretending to be an operator or a reconciler in a direct UPDATE does not lift the row's
@@ -473,7 +605,14 @@ class TestProtocol : public QObject {
     QVERIFY(client_->fail("f", 1, "declined", t).ok());
     claimExpired("m", "om");
     client_->recordFundFlow({"payment", "om", FundFlowKind::Capture, 10, "CNY", "gw-m", "m"});
-    const struct { const char* key; const char* kind; const char* reason; const char* evidence; const char* to; const char* says; } cases[] = {
+    const struct {
+      const char* key;
+      const char* kind;
+      const char* reason;
+      const char* evidence;
+      const char* to;
+      const char* says;
+    } cases[] = {
         {"p", "operator", "stuck", "", "FAILED", "its claimant may still answer"},
         {"p", "reconciler", "stuck", R"({"e": 1})", "SUCCESS", "its claimant may still answer"},
         {"f", "system", "retry", "", "PROCESSING", "the failure is final"},
@@ -485,12 +624,19 @@ class TestProtocol : public QObject {
     for (const auto& c : cases) {
       const std::string before = recordRow(c.key);
       std::string message;
-      const int cls = sqlstateOf([&] { translatingErrors("update", [&] {
-        pqxx::work tx(*conn_);
-        tx.exec_params("SELECT idem.act($1, $2, $3)", c.kind, c.reason, c.evidence);
-        tx.exec(std::string("UPDATE idem.records SET status = '") + c.to + "' WHERE idempotency_key = '" + c.key + "'");
-        tx.commit(); }); }, &message);
-      QVERIFY2(cls == 23000, (std::string(c.key) + " " + c.kind + " -> " + c.to + " was not refused").c_str());
+      const int cls = sqlstateOf(
+          [&] {
+            translatingErrors("update", [&] {
+              pqxx::work tx(*conn_);
+              tx.exec_params("SELECT idem.act($1, $2, $3)", c.kind, c.reason, c.evidence);
+              tx.exec(std::string("UPDATE idem.records SET status = '") + c.to +
+                      "' WHERE idempotency_key = '" + c.key + "'");
+              tx.commit();
+            });
+          },
+          &message);
+      QVERIFY2(cls == 23000,
+               (std::string(c.key) + " " + c.kind + " -> " + c.to + " was not refused").c_str());
       QVERIFY2(message.find(c.says) != std::string::npos, message.c_str());
       QCOMPARE(recordRow(c.key), before);
     }
@@ -501,11 +647,14 @@ class TestProtocol : public QObject {
     claim(request("p", "op"));
     {
       pqxx::nontransaction tx(*conn_);
-      tx.exec("UPDATE idem.records SET status = 'FAILED', version = 99 WHERE idempotency_key = 'p'");
+      tx.exec(
+          "UPDATE idem.records SET status = 'FAILED', version = 99 WHERE idempotency_key = 'p'");
     }
     QCOMPARE(count("SELECT version FROM idem.records WHERE idempotency_key='p'"), 2LL);
-    QCOMPARE(text("SELECT reason FROM idem.transitions WHERE idempotency_key='p' AND to_status='FAILED'"),
-             std::string("direct UPDATE outside the protocol functions"));
+    QCOMPARE(
+        text(
+            "SELECT reason FROM idem.transitions WHERE idempotency_key='p' AND to_status='FAILED'"),
+        std::string("direct UPDATE outside the protocol functions"));
   }
 
   void onlyOneSuccessPerBusinessObject() {
@@ -517,14 +666,19 @@ class TestProtocol : public QObject {
       translatingErrors("insert", [&] {
         pqxx::work tx(*conn_);
         tx.exec("SELECT set_config('idem.creating', 'k2', true)");
-        tx.exec("INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status, lease_expires_at) VALUES ('k2', 'payment', 'o1', 'pay', 'h', 'PROCESSING', now())");
+        tx.exec(
+            "INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, "
+            "status, lease_expires_at) VALUES ('k2', 'payment', 'o1', 'pay', 'h', 'PROCESSING', "
+            "now())");
         tx.commit();
       });
     } catch (const DatabaseError& e) {
       sqlstate = e.sqlstate();
     }
     QCOMPARE(sqlstate, std::string("23505"));
-    QCOMPARE(count("SELECT count(*) FROM pg_indexes WHERE indexname='records_one_success_per_biz' AND indexdef LIKE '%WHERE ((status)::text = ''SUCCESS''::text)%'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM pg_indexes WHERE indexname='records_one_success_per_biz' "
+                   "AND indexdef LIKE '%WHERE ((status)::text = ''SUCCESS''::text)%'"),
+             1LL);
   }
 
   void badInputGivesClearErrorsAndChangesNothing() {
@@ -533,55 +687,107 @@ class TestProtocol : public QObject {
     const long long transitions = count("SELECT count(*) FROM idem.transitions");
     std::string message;
 
-    QCOMPARE(sqlstateOf([&] { client_->begin(request(std::string(256, 'k'), "o2")); }, &message), 22000);
+    QCOMPARE(sqlstateOf([&] { client_->begin(request(std::string(256, 'k'), "o2")); }, &message),
+             22000);
     QVERIFY2(message.find("1 to 255 characters, got 256") != std::string::npos, message.c_str());
     QCOMPARE(sqlstateOf([&] { client_->begin(request("", "o2")); }, &message), 22000);
     QCOMPARE(client_->begin(request(std::string(255, 'k'), "o255")).outcome, Outcome::Executed);
 
-    QCOMPARE(sqlstateOf([&] {
-      pqxx::nontransaction tx(*conn_);
-      translatingErrors("begin", [&] { tx.exec("SELECT * FROM idem.begin('k9', 'payment', 'o9', 'pay', NULL, 'cron', '{}')"); });
-    }, &message), 22000);
+    QCOMPARE(
+        sqlstateOf(
+            [&] {
+              pqxx::nontransaction tx(*conn_);
+              translatingErrors("begin", [&] {
+                tx.exec(
+                    "SELECT * FROM idem.begin('k9', 'payment', 'o9', 'pay', NULL, 'cron', '{}')");
+              });
+            },
+            &message),
+        22000);
     QVERIFY2(message.find("unknown trigger_source 'cron'") != std::string::npos, message.c_str());
 
-    QCOMPARE(sqlstateOf([&] { client_->settle("k1", 1, RecordStatus::Success, "   ", std::nullopt); }, &message), 22000);
+    QCOMPARE(
+        sqlstateOf([&] { client_->settle("k1", 1, RecordStatus::Success, "   ", std::nullopt); },
+                   &message),
+        22000);
     QVERIFY2(message.find("settle needs a reason") != std::string::npos, message.c_str());
-    QCOMPARE(sqlstateOf([&] { client_->settle("k1", 1, RecordStatus::Processing, "why", std::nullopt); }, &message), 22000);
+    QCOMPARE(
+        sqlstateOf([&] { client_->settle("k1", 1, RecordStatus::Processing, "why", std::nullopt); },
+                   &message),
+        22000);
     QVERIFY2(message.find("SUCCESS or FAILED") != std::string::npos, message.c_str());
 
     FundFlowInput flow{"payment", "o1", FundFlowKind::Debit, 100, "cny", "gw-1", std::nullopt};
     QCOMPARE(sqlstateOf([&] { client_->recordFundFlow(flow); }, &message), 22000);
     QVERIFY2(message.find("three capital letters") != std::string::npos, message.c_str());
-    QCOMPARE(sqlstateOf([&] {
-      pqxx::nontransaction tx(*conn_);
-      translatingErrors("record_fund_flow", [&] { tx.exec("SELECT * FROM idem.record_fund_flow('payment', 'o1', 'CHARGEBACK', 1, 'CNY', 'gw-2')"); });
-    }, &message), 22000);
-    QVERIFY2(message.find("unknown fund flow kind 'CHARGEBACK'") != std::string::npos, message.c_str());
-    QCOMPARE(sqlstateOf([&] { client_->begin([&] { auto r = request("k5", "o5"); r.lease = std::chrono::milliseconds(0); return r; }()); }, &message), 22000);
-    QCOMPARE(sqlstateOf([&] { client_->begin([&] { auto r = request("k6", " "); return r; }()); }, &message), 22000);
+    QCOMPARE(sqlstateOf(
+                 [&] {
+                   pqxx::nontransaction tx(*conn_);
+                   translatingErrors("record_fund_flow", [&] {
+                     tx.exec(
+                         "SELECT * FROM idem.record_fund_flow('payment', 'o1', 'CHARGEBACK', 1, "
+                         "'CNY', 'gw-2')");
+                   });
+                 },
+                 &message),
+             22000);
+    QVERIFY2(message.find("unknown fund flow kind 'CHARGEBACK'") != std::string::npos,
+             message.c_str());
+    QCOMPARE(sqlstateOf(
+                 [&] {
+                   client_->begin([&] {
+                     auto r = request("k5", "o5");
+                     r.lease = std::chrono::milliseconds(0);
+                     return r;
+                   }());
+                 },
+                 &message),
+             22000);
+    QCOMPARE(sqlstateOf(
+                 [&] {
+                   client_->begin([&] {
+                     auto r = request("k6", " ");
+                     return r;
+                   }());
+                 },
+                 &message),
+             22000);
 
     QCOMPARE(count("SELECT count(*) FROM idem.attempts"), attempts + 1);  // only the 255-char key
     QCOMPARE(count("SELECT count(*) FROM idem.transitions"), transitions + 1);
     QCOMPARE(count("SELECT count(*) FROM idem.fund_flows"), 0LL);
-    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key='k1'"), std::string("PROCESSING"));
+    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key='k1'"),
+             std::string("PROCESSING"));
   }
 
   void fundFlowsMarkDuplicatesAndIgnoreReingestion() {
-    FundFlowResult first = client_->recordFundFlow({"payment", "o1", FundFlowKind::Debit, 2990, "CNY", "gw-1", "k1"});
+    FundFlowResult first =
+        client_->recordFundFlow({"payment", "o1", FundFlowKind::Debit, 2990, "CNY", "gw-1", "k1"});
     QVERIFY(!first.isDuplicate);
     QVERIFY(!first.alreadyRecorded);
-    FundFlowResult again = client_->recordFundFlow({"payment", "o1", FundFlowKind::Debit, 2990, "CNY", "gw-1", "k1"});
+    FundFlowResult again =
+        client_->recordFundFlow({"payment", "o1", FundFlowKind::Debit, 2990, "CNY", "gw-1", "k1"});
     QCOMPARE(again.flowId, first.flowId);
     QVERIFY(again.alreadyRecorded);
-    FundFlowResult dup = client_->recordFundFlow({"payment", "o1", FundFlowKind::Debit, 2990, "CNY", "gw-2", "k1"});
+    FundFlowResult dup =
+        client_->recordFundFlow({"payment", "o1", FundFlowKind::Debit, 2990, "CNY", "gw-2", "k1"});
     QVERIFY(dup.isDuplicate);
-    QCOMPARE(count("SELECT duplicate_of FROM idem.fund_flows WHERE external_ref='gw-2'"), (long long)first.flowId);
-    FundFlowResult dup2 = client_->recordFundFlow({"payment", "o1", FundFlowKind::Debit, 2990, "CNY", "gw-3", std::nullopt});
-    QCOMPARE(count("SELECT duplicate_of FROM idem.fund_flows WHERE external_ref='gw-3'"), (long long)first.flowId);
+    QCOMPARE(count("SELECT duplicate_of FROM idem.fund_flows WHERE external_ref='gw-2'"),
+             (long long)first.flowId);
+    FundFlowResult dup2 = client_->recordFundFlow(
+        {"payment", "o1", FundFlowKind::Debit, 2990, "CNY", "gw-3", std::nullopt});
+    QCOMPARE(count("SELECT duplicate_of FROM idem.fund_flows WHERE external_ref='gw-3'"),
+             (long long)first.flowId);
     QVERIFY(dup2.isDuplicate);
     // Another kind or another object is a first of its own.
-    QVERIFY(!client_->recordFundFlow({"payment", "o1", FundFlowKind::Refund, 2990, "CNY", "gw-4", std::nullopt}).isDuplicate);
-    QVERIFY(!client_->recordFundFlow({"payment", "o2", FundFlowKind::Debit, 2990, "CNY", "gw-5", std::nullopt}).isDuplicate);
+    QVERIFY(!client_
+                 ->recordFundFlow(
+                     {"payment", "o1", FundFlowKind::Refund, 2990, "CNY", "gw-4", std::nullopt})
+                 .isDuplicate);
+    QVERIFY(!client_
+                 ->recordFundFlow(
+                     {"payment", "o2", FundFlowKind::Debit, 2990, "CNY", "gw-5", std::nullopt})
+                 .isDuplicate);
     QCOMPARE(count("SELECT count(*) FROM idem.fund_flows"), 5LL);
     QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL"), 2LL);
   }
@@ -589,27 +795,36 @@ class TestProtocol : public QObject {
   void settleSuccessStoresAReplayableResponse() {
     const std::string token = claim(request("k1", "o1"));
     QVERIFY(client_->markUnknown("k1", 1, "timeout", token).ok());
-    QVERIFY(client_->settle("k1", 2, RecordStatus::Success, "gateway statement line 42", R"({"gateway_ref": "gw-9"})").ok());
+    QVERIFY(client_
+                ->settle("k1", 2, RecordStatus::Success, "gateway statement line 42",
+                         R"({"gateway_ref": "gw-9"})")
+                .ok());
     const BeginResult r = client_->begin(request("k1", "o1", TriggerSource::Callback));
     QCOMPARE(r.outcome, Outcome::Replayed);
-    QVERIFY(r.responsePayload && r.responsePayload->find("gateway statement line 42") != std::string::npos);
+    QVERIFY(r.responsePayload &&
+            r.responsePayload->find("gateway statement line 42") != std::string::npos);
     // The operator's identity does not leak into later statements of the session.
     const std::string t2 = claim(request("k2", "o2"));
     QVERIFY(client_->complete("k2", 1, "{}", t2).ok());
-    QCOMPARE(text("SELECT actor_kind FROM idem.transitions WHERE idempotency_key='k2' AND to_status='SUCCESS'"), std::string("system"));
+    QCOMPARE(text("SELECT actor_kind FROM idem.transitions WHERE idempotency_key='k2' AND "
+                  "to_status='SUCCESS'"),
+             std::string("system"));
   }
 
-  // The correction: a record settled FAILED whose money moved after all becomes SUCCESS, and is then
-  // replayed, never run again.
+  // The correction: a record settled FAILED whose money moved after all becomes SUCCESS, and is
+  // then replayed, never run again.
   void settleCorrectsFailedToSuccess() {
     claimExpired("k1", "o1");
-    QVERIFY(client_->settle("k1", 1, RecordStatus::Failed, "gateway: no such payment", std::nullopt).ok());
+    QVERIFY(client_->settle("k1", 1, RecordStatus::Failed, "gateway: no such payment", std::nullopt)
+                .ok());
     client_->recordFundFlow({"payment", "o1", FundFlowKind::Debit, 2990, "CNY", "gw-late", "k1"});
-    const ChangeResult r = client_->settle("k1", 2, RecordStatus::Success, "late statement line gw-late", R"({"ref": "gw-late"})");
+    const ChangeResult r = client_->settle("k1", 2, RecordStatus::Success,
+                                           "late statement line gw-late", R"({"ref": "gw-late"})");
     QVERIFY(r.ok());
     QCOMPARE(r.version, std::optional(3));
     QCOMPARE(client_->begin(request("k1", "o1", TriggerSource::Llm)).outcome, Outcome::Replayed);
-    QCOMPARE(text("SELECT actor_kind || ' ' || from_status || '>' || to_status FROM idem.transitions WHERE idempotency_key='k1' AND version=3"),
+    QCOMPARE(text("SELECT actor_kind || ' ' || from_status || '>' || to_status FROM "
+                  "idem.transitions WHERE idempotency_key='k1' AND version=3"),
              std::string("operator FAILED>SUCCESS"));
   }
 
@@ -622,21 +837,28 @@ class TestProtocol : public QObject {
     client_->recordFundFlow({"payment", "oa", FundFlowKind::Debit, 10, "CNY", "gw-a", "a"});
     t = claim(request("b", "ob"));
     QVERIFY(client_->markUnknown("b", 1, "timeout", t).ok());
-    client_->recordFundFlow({"payment", "ob", FundFlowKind::Debit, 10, "CNY", "gw-b", "someone-else"});
+    client_->recordFundFlow(
+        {"payment", "ob", FundFlowKind::Debit, 10, "CNY", "gw-b", "someone-else"});
     client_->recordFundFlow({"payment", "ob", FundFlowKind::Freeze, 10, "CNY", "gw-b2", "b"});
     claimExpired("c", "oc");
     client_->recordFundFlow({"payment", "oc", FundFlowKind::Capture, 10, "CNY", "gw-c", "c"});
     claim(request("d", "od"));
     client_->recordFundFlow({"payment", "od", FundFlowKind::Debit, 10, "CNY", "gw-d", "d"});
     QCOMPARE(client_->reconcile(), 2);
-    QCOMPARE(text("SELECT string_agg(idempotency_key || ':' || status, ' ' ORDER BY idempotency_key) FROM idem.records"),
+    QCOMPARE(text("SELECT string_agg(idempotency_key || ':' || status, ' ' ORDER BY "
+                  "idempotency_key) FROM idem.records"),
              std::string("a:SUCCESS b:UNKNOWN c:SUCCESS d:PROCESSING"));
-    QCOMPARE(text("SELECT evidence -> 'flows' -> 0 ->> 'external_ref' FROM idem.transitions WHERE idempotency_key='a' AND actor_kind='reconciler'"), std::string("gw-a"));
-    QCOMPARE(count("SELECT (evidence -> 'flows' -> 0 ->> 'id')::bigint FROM idem.transitions WHERE idempotency_key='c' AND actor_kind='reconciler'"),
+    QCOMPARE(text("SELECT evidence -> 'flows' -> 0 ->> 'external_ref' FROM idem.transitions WHERE "
+                  "idempotency_key='a' AND actor_kind='reconciler'"),
+             std::string("gw-a"));
+    QCOMPARE(count("SELECT (evidence -> 'flows' -> 0 ->> 'id')::bigint FROM idem.transitions WHERE "
+                   "idempotency_key='c' AND actor_kind='reconciler'"),
              count("SELECT id FROM idem.fund_flows WHERE external_ref='gw-c'"));
     QCOMPARE(client_->reconcile(), 0);
     // Never FAILED: no flow is no evidence.
-    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE actor_kind='reconciler' AND to_status='FAILED'"), 0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE actor_kind='reconciler' AND "
+                   "to_status='FAILED'"),
+             0LL);
   }
 
   void purgeRemovesOnlyOldTerminalRowsAndLeavesTombstones() {
@@ -645,30 +867,44 @@ class TestProtocol : public QObject {
     claim(request("stuck", "o2"));
     t = claim(request("new", "o3"));
     QVERIFY(client_->complete("new", 1, "{}", t).ok());
-    db_->exec("ALTER TABLE idem.records DISABLE TRIGGER records_guard; "
-              "UPDATE idem.records SET updated_at = now() - interval '40 days' WHERE idempotency_key IN ('old', 'stuck'); "
-              "ALTER TABLE idem.records ENABLE TRIGGER records_guard; "
-              "ALTER TABLE idem.attempts DISABLE TRIGGER attempts_append_only; "
-              "UPDATE idem.attempts SET created_at = now() - interval '40 days' WHERE idempotency_key IN ('old', 'stuck'); "
-              "ALTER TABLE idem.attempts ENABLE TRIGGER attempts_append_only; "
-              "ALTER TABLE idem.transitions DISABLE TRIGGER transitions_append_only; "
-              "UPDATE idem.transitions SET created_at = now() - interval '40 days' WHERE idempotency_key IN ('old', 'stuck'); "
-              "ALTER TABLE idem.transitions ENABLE TRIGGER transitions_append_only;");
-    QCOMPARE(text("SELECT (p)::text FROM idem.purge(interval '30 days') p"), std::string("(1,1,2,1)"));
+    db_->exec(
+        "ALTER TABLE idem.records DISABLE TRIGGER records_guard; "
+        "UPDATE idem.records SET updated_at = now() - interval '40 days' WHERE idempotency_key IN "
+        "('old', 'stuck'); "
+        "ALTER TABLE idem.records ENABLE TRIGGER records_guard; "
+        "ALTER TABLE idem.attempts DISABLE TRIGGER attempts_append_only; "
+        "UPDATE idem.attempts SET created_at = now() - interval '40 days' WHERE idempotency_key IN "
+        "('old', 'stuck'); "
+        "ALTER TABLE idem.attempts ENABLE TRIGGER attempts_append_only; "
+        "ALTER TABLE idem.transitions DISABLE TRIGGER transitions_append_only; "
+        "UPDATE idem.transitions SET created_at = now() - interval '40 days' WHERE idempotency_key "
+        "IN ('old', 'stuck'); "
+        "ALTER TABLE idem.transitions ENABLE TRIGGER transitions_append_only;");
+    QCOMPARE(text("SELECT (p)::text FROM idem.purge(interval '30 days') p"),
+             std::string("(1,1,2,1)"));
     QCOMPARE(count("SELECT count(*) FROM idem.records"), 2LL);  // stuck PROCESSING is never purged
     // ...nor its history.
     QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='stuck'"), 1LL);
     QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key='stuck'"), 1LL);
-    QCOMPARE(text("SELECT status || ' ' || biz_id FROM idem.retired_keys WHERE idempotency_key='old'"), std::string("SUCCESS o1"));
+    QCOMPARE(
+        text("SELECT status || ' ' || biz_id FROM idem.retired_keys WHERE idempotency_key='old'"),
+        std::string("SUCCESS o1"));
     // The key never runs again, nor does the paid object under a new key.
     const BeginResult late = client_->begin(request("old", "o1", TriggerSource::Llm));
     QCOMPARE(late.outcome, Outcome::Retired);
     QVERIFY(!late.claimToken);
     QCOMPARE(client_->begin(request("old-2", "o1", TriggerSource::Llm)).outcome, Outcome::Rejected);
     QCOMPARE(count("SELECT count(*) FROM idem.records WHERE biz_id='o1'"), 0LL);
-    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='old' AND outcome='retired'"), 1LL);
-    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='old-2' AND outcome='rejected'"), 1LL);
-    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key IN ('old', 'old-2')"), 0LL);
+    QCOMPARE(
+        count(
+            "SELECT count(*) FROM idem.attempts WHERE idempotency_key='old' AND outcome='retired'"),
+        1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key='old-2' AND "
+                   "outcome='rejected'"),
+             1LL);
+    QCOMPARE(
+        count("SELECT count(*) FROM idem.transitions WHERE idempotency_key IN ('old', 'old-2')"),
+        0LL);
     // Tombstones go on their own, longer horizon.
     QCOMPARE(count("SELECT idem.purge_retired(interval '1 day')"), 0LL);
     db_->exec("UPDATE idem.retired_keys SET retired_at = now() - interval '400 days'");

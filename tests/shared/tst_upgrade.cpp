@@ -17,11 +17,11 @@ namespace {
 constexpr int kVersion1 = 5;  // 001..005: schema contract version 1
 
 // A version-1 begin, as raw SQL (it returned four columns and no token).
-std::string v1Begin(const std::string& key, const std::string& bizId, const std::string& source = "initial",
-                    const std::string& lease = "30 seconds", const std::string& bizType = "payment",
-                    const std::string& tool = "pay") {
-  return "SELECT outcome FROM idem.begin('" + key + "', '" + bizType + "', '" + bizId + "', '" + tool +
-         "', NULL, '" + source + "', '{\"amount\": 2990}', interval '" + lease + "')";
+std::string v1Begin(const std::string& key, const std::string& bizId,
+                    const std::string& source = "initial", const std::string& lease = "30 seconds",
+                    const std::string& bizType = "payment", const std::string& tool = "pay") {
+  return "SELECT outcome FROM idem.begin('" + key + "', '" + bizType + "', '" + bizId + "', '" +
+         tool + "', NULL, '" + source + "', '{\"amount\": 2990}', interval '" + lease + "')";
 }
 
 BeginRequest request(const std::string& key, const std::string& bizId) {
@@ -53,15 +53,21 @@ class TestUpgrade : public QObject {
   std::string version1Contents() {
     return text(
         "SELECT concat_ws(E'\\n',"
-        " (SELECT string_agg(concat_ws('|', idempotency_key, biz_type, biz_id, tool, request_hash, status, version,"
-        "   lease_expires_at, request_payload, response_payload, last_error, attempt_count, created_at, updated_at), E'\\n'"
+        " (SELECT string_agg(concat_ws('|', idempotency_key, biz_type, biz_id, tool, request_hash, "
+        "status, version,"
+        "   lease_expires_at, request_payload, response_payload, last_error, attempt_count, "
+        "created_at, updated_at), E'\\n'"
         "   ORDER BY idempotency_key) FROM idem.records),"
-        " (SELECT string_agg(concat_ws('|', id, idempotency_key, biz_type, biz_id, tool, trigger_source, outcome,"
+        " (SELECT string_agg(concat_ws('|', id, idempotency_key, biz_type, biz_id, tool, "
+        "trigger_source, outcome,"
         "   request_hash, agent_id, trace_id, created_at), E'\\n' ORDER BY id) FROM idem.attempts),"
-        " (SELECT string_agg(concat_ws('|', id, idempotency_key, from_status, to_status, version, actor, actor_kind,"
+        " (SELECT string_agg(concat_ws('|', id, idempotency_key, from_status, to_status, version, "
+        "actor, actor_kind,"
         "   reason, evidence, created_at), E'\\n' ORDER BY id) FROM idem.transitions),"
-        " (SELECT string_agg(concat_ws('|', id, biz_type, biz_id, kind, amount_minor, currency, external_ref,"
-        "   idempotency_key, duplicate_of, created_at), E'\\n' ORDER BY id) FROM idem.fund_flows))");
+        " (SELECT string_agg(concat_ws('|', id, biz_type, biz_id, kind, amount_minor, currency, "
+        "external_ref,"
+        "   idempotency_key, duplicate_of, created_at), E'\\n' ORDER BY id) FROM "
+        "idem.fund_flows))");
   }
 
  private slots:
@@ -71,20 +77,22 @@ class TestUpgrade : public QObject {
     QCOMPARE(migrate(*c, bundledMigrations(), MigrateOptions{.upTo = kVersion1}).applied.size(),
              std::size_t(kVersion1));
     // Traffic as version 1 saw it, through its own functions.
-    db_->exec(v1Begin("a", "oa") + "; SELECT idem.complete('a', 1, '{\"ref\": \"gw-a\"}');" +
-              v1Begin("a", "oa", "llm") + ";" +
-              v1Begin("b", "ob") + "; SELECT idem.fail('b', 1, 'connection refused');" +
-              v1Begin("c", "oc") + "; SELECT idem.mark_unknown('c', 1, 'timeout'); SELECT idem.fail('c', 2, NULL);" +
-              v1Begin("d", "od") + "; SELECT idem.mark_unknown('d', 1, 'timeout');" +
-              "SELECT idem.record_fund_flow('payment', 'od', 'DEBIT', 2990, 'CNY', 'gw-d', 'd');" +
-              v1Begin("e", "oe", "initial", "1 hour") + ";" + v1Begin("e", "oe", "http", "1 hour") + ";" +
-              v1Begin("f", "of") + "; SELECT idem.settle('f', 1, 'FAILED', 'operator: no charge');" +
-              v1Begin("g", "og") + "; SELECT idem.complete('g', 1, '{}');" + v1Begin("g2", "og") + ";" +
-              "SELECT idem.record_fund_flow('payment', 'og', 'DEBIT', 2990, 'CNY', 'gw-g', 'g');" +
-              "SELECT idem.record_fund_flow('payment', 'og', 'DEBIT', 2990, 'CNY', 'gw-g-2', 'g');" +
-              // Rows version 2 would refuse at the door: they must not stop the upgrade.
-              v1Begin("legacy", "ol", "initial", "30 seconds", "legacy type with spaces", std::string(200, 't')) +
-              "; SELECT idem.complete('legacy', 1, '{}');");
+    db_->exec(
+        v1Begin("a", "oa") + "; SELECT idem.complete('a', 1, '{\"ref\": \"gw-a\"}');" +
+        v1Begin("a", "oa", "llm") + ";" + v1Begin("b", "ob") +
+        "; SELECT idem.fail('b', 1, 'connection refused');" + v1Begin("c", "oc") +
+        "; SELECT idem.mark_unknown('c', 1, 'timeout'); SELECT idem.fail('c', 2, NULL);" +
+        v1Begin("d", "od") + "; SELECT idem.mark_unknown('d', 1, 'timeout');" +
+        "SELECT idem.record_fund_flow('payment', 'od', 'DEBIT', 2990, 'CNY', 'gw-d', 'd');" +
+        v1Begin("e", "oe", "initial", "1 hour") + ";" + v1Begin("e", "oe", "http", "1 hour") + ";" +
+        v1Begin("f", "of") + "; SELECT idem.settle('f', 1, 'FAILED', 'operator: no charge');" +
+        v1Begin("g", "og") + "; SELECT idem.complete('g', 1, '{}');" + v1Begin("g2", "og") + ";" +
+        "SELECT idem.record_fund_flow('payment', 'og', 'DEBIT', 2990, 'CNY', 'gw-g', 'g');" +
+        "SELECT idem.record_fund_flow('payment', 'og', 'DEBIT', 2990, 'CNY', 'gw-g-2', 'g');" +
+        // Rows version 2 would refuse at the door: they must not stop the upgrade.
+        v1Begin("legacy", "ol", "initial", "30 seconds", "legacy type with spaces",
+                std::string(200, 't')) +
+        "; SELECT idem.complete('legacy', 1, '{}');");
   }
   void cleanup() { db_.reset(); }
 
@@ -101,12 +109,19 @@ class TestUpgrade : public QObject {
 
     QCOMPARE(version1Contents(), before);
     // The version-1 signatures are gone; one of each remains.
-    QCOMPARE(count("SELECT count(*) FROM pg_proc WHERE pronamespace = 'idem'::regnamespace AND proname IN ('begin', 'complete', 'fail', 'mark_unknown', 'settle', 'purge')"), 6LL);
-    QCOMPARE(count("SELECT count(*) FROM pg_proc WHERE oid::regprocedure::text = 'idem.complete(text,integer,jsonb)'"), 0LL);
-    QCOMPARE(count("SELECT count(*) FROM pg_proc WHERE pronamespace = 'idem'::regnamespace AND proname = 'records_created'"), 0LL);
-    // A FAILED record stays re-claimable as version 1 made it, except the UNKNOWN one `fail` declared
-    // FAILED (hole 1): that stays final. Records in flight carry no token.
-    QCOMPARE(text("SELECT string_agg(idempotency_key || ':' || retry_allowed, ' ' ORDER BY idempotency_key) FROM idem.records WHERE status = 'FAILED'"),
+    QCOMPARE(count("SELECT count(*) FROM pg_proc WHERE pronamespace = 'idem'::regnamespace AND "
+                   "proname IN ('begin', 'complete', 'fail', 'mark_unknown', 'settle', 'purge')"),
+             6LL);
+    QCOMPARE(count("SELECT count(*) FROM pg_proc WHERE oid::regprocedure::text = "
+                   "'idem.complete(text,integer,jsonb)'"),
+             0LL);
+    QCOMPARE(count("SELECT count(*) FROM pg_proc WHERE pronamespace = 'idem'::regnamespace AND "
+                   "proname = 'records_created'"),
+             0LL);
+    // A FAILED record stays re-claimable as version 1 made it, except the UNKNOWN one `fail`
+    // declared FAILED (hole 1): that stays final. Records in flight carry no token.
+    QCOMPARE(text("SELECT string_agg(idempotency_key || ':' || retry_allowed, ' ' ORDER BY "
+                  "idempotency_key) FROM idem.records WHERE status = 'FAILED'"),
              std::string("b:true c:false f:true"));
     QCOMPARE(count("SELECT count(*) FROM idem.records WHERE claim_token_hash IS NOT NULL"), 0LL);
 
@@ -115,8 +130,10 @@ class TestUpgrade : public QObject {
     const BeginResult b = p.begin(request("b", "ob"));
     QCOMPARE(b.outcome, Outcome::Executed);
     QVERIFY(b.claimToken);
-    QVERIFY(count("SELECT min(id) FROM idem.attempts WHERE id > " + std::to_string(maxAttempt)) == maxAttempt + 1);
-    QVERIFY(count("SELECT min(id) FROM idem.transitions WHERE id > " + std::to_string(maxTransition)) == maxTransition + 1);
+    QVERIFY(count("SELECT min(id) FROM idem.attempts WHERE id > " + std::to_string(maxAttempt)) ==
+            maxAttempt + 1);
+    QVERIFY(count("SELECT min(id) FROM idem.transitions WHERE id > " +
+                  std::to_string(maxTransition)) == maxTransition + 1);
     QVERIFY(p.complete("b", 3, "{}", *b.claimToken).ok());
   }
 
@@ -133,20 +150,25 @@ class TestUpgrade : public QObject {
     QCOMPARE(cr.status, std::optional(RecordStatus::Failed));
     // The v1 UNKNOWN with a DEBIT under its key is reconciled.
     QCOMPARE(p.reconcile(), 1);
-    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key = 'd'"), std::string("SUCCESS"));
+    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key = 'd'"),
+             std::string("SUCCESS"));
     // A v1 claimant in flight has no token: nobody can answer for it but the sweep, the reconciler
     // or a person, and a person only after its lease.
     const ChangeResult stranger = p.complete("e", 1, "{}", "00000000-0000-4000-8000-000000000000");
     QCOMPARE(stranger.result, ResultCode::NotClaimant);
-    QCOMPARE(p.settle("e", 1, RecordStatus::Failed, "looks stuck", std::nullopt).result, ResultCode::LeaseActive);
+    QCOMPARE(p.settle("e", 1, RecordStatus::Failed, "looks stuck", std::nullopt).result,
+             ResultCode::LeaseActive);
     // The operator's v1 FAILED may run again, once.
     QCOMPARE(p.begin(request("f", "of")).outcome, Outcome::Executed);
     QCOMPARE(p.begin(request("f", "of")).outcome, Outcome::InProgress);
     // The legacy row that breaks the v2 bounds is still there and readable; new calls with such a
     // biz_type are refused at the door.
-    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key = 'legacy'"), std::string("SUCCESS"));
+    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key = 'legacy'"),
+             std::string("SUCCESS"));
     // History written after the upgrade names the new actor kinds.
-    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key = 'd' AND actor_kind = 'reconciler'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key = 'd' AND "
+                   "actor_kind = 'reconciler'"),
+             1LL);
   }
 
   // The migration runs as one transaction: a failure in it leaves the version-1 database as it was.
@@ -158,7 +180,9 @@ class TestUpgrade : public QObject {
     QVERIFY_THROWS_EXCEPTION(std::exception, migrate(*c, migrations));
     QCOMPARE(count("SELECT max(version) FROM idem.schema_migrations"), (long long)kVersion1);
     QCOMPARE(version1Contents(), before);
-    QCOMPARE(count("SELECT count(*) FROM pg_proc WHERE oid::regprocedure::text = 'idem.complete(text,integer,jsonb)'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM pg_proc WHERE oid::regprocedure::text = "
+                   "'idem.complete(text,integer,jsonb)'"),
+             1LL);
   }
 };
 
