@@ -6,6 +6,7 @@
 // flows, every case of the product produced, and the same seed planning the same traffic.
 #include <QtTest>
 
+#include "idem/database_error.hpp"
 #include "plan.hpp"
 #include "simulator.hpp"
 #include "test_database.hpp"
@@ -117,6 +118,7 @@ class TestSimulator : public QObject {
                          "HAVING count(*) <> 1) x"),
              0LL);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), orders);
+    QCOMPARE(s.roundsFailed, 0LL);
     // The operator and the reconciler did decide records while the agents ran, under their roles.
     QVERIFY(s.reconciled + s.settledSuccess > 0);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'reconciler'"),
@@ -331,6 +333,24 @@ class TestSimulator : public QObject {
     QVERIFY(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
     QVERIFY(s.operations > 0);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'PROCESSING'"), 0LL);
+  }
+
+  void operatorAndReconcilerWithoutTheirRolesRefuseToStart() {
+    sim::SimulationConfig c = quietConfig(*db_);
+    c.connection.dsn = db_->dsnAs(db_->createLoginRole("writer", "idem_writer"));
+    c.settleEvery = std::chrono::milliseconds(100);  // as the agents' writer login
+    try {
+      sim::simulate(c, stop_);
+      QFAIL("an operator without idem_operator started");
+    } catch (const DatabaseError& e) {
+      QVERIFY2(std::string(e.what()).find("--settle-every (with --operator-dsn) needs a login "
+                                          "granted idem_operator") != std::string::npos,
+               e.what());
+    }
+    c.settleEvery = {};
+    c.reconcileEvery = std::chrono::milliseconds(100);
+    QVERIFY_THROWS_EXCEPTION(DatabaseError, sim::simulate(c, stop_));
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts"), 0LL);
   }
 
   void invalidConfigIsNamed() {

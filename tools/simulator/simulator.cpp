@@ -101,10 +101,11 @@ void agentLoop(int number, const SimulationConfig& config, WorkQueue& work,
   }
 }
 
-// Runs `round` every `every` until `done`, on a connection of its own that survives errors.
+// Runs `round` every `every` until `done`, on a connection of its own that survives errors; a
+// failed round is counted (the summary's "rounds failed").
 template <typename Round>
 void periodically(const ConnectionSettings& settings, std::chrono::milliseconds every,
-                  const std::atomic<bool>& done, Round&& round) {
+                  const std::atomic<bool>& done, std::atomic<std::int64_t>& failed, Round&& round) {
   std::unique_ptr<pqxx::connection> connection;
   auto last = Clock::now();
   while (!done.load()) {
@@ -115,8 +116,23 @@ void periodically(const ConnectionSettings& settings, std::chrono::milliseconds 
       if (!connection) connection = connect(settings);
       round(*connection);
     } catch (const DatabaseError&) {
+      failed.fetch_add(1);
       connection.reset();
     }
+  }
+}
+
+// The operator and the reconciler need their roles; a login without them would fail every round
+// in silence, so the run refuses to start instead, naming the flag.
+void requireRole(const ConnectionSettings& settings, const char* role, const char* flags) {
+  auto connection = connect(settings);
+  const bool member = translatingErrors("simulate", [&] {
+    pqxx::nontransaction tx(*connection);
+    return tx.exec_params1("SELECT pg_has_role(session_user, $1, 'MEMBER')", role)[0].as<bool>();
+  });
+  if (!member) {
+    throw DatabaseError("42501", std::string("simulate: ") + flags + " needs a login granted " +
+                                     role + "; " + settings.redacted() + " is not");
   }
 }
 
@@ -296,6 +312,9 @@ std::string SimulationSummary::render() const {
         << " FAILED (" << settleRefused << " refused by the server)";
   }
   if (reconciled > 0) out << ", reconcile resolved " << reconciled;
+  if (roundsFailed > 0) {
+    out << ", " << roundsFailed << " rounds of the sweeper, operator or reconciler failed";
+  }
   out << "\n";
   if (!holes.empty()) {
     out << "careless clients (every attempt must be refused):\n";
@@ -311,6 +330,14 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
                            const std::function<void(const Progress&)>& progress) {
   // Fail fast, with the libpq message, when the database is unreachable.
   connect(config.connection);
+  if (config.settleEvery.count() > 0) {
+    requireRole(orAgents(config.operatorConnection, config), "idem_operator",
+                "--settle-every (with --operator-dsn)");
+  }
+  if (config.reconcileEvery.count() > 0) {
+    requireRole(orAgents(config.reconcilerConnection, config), "idem_reconciler",
+                "--reconcile-every (with --reconciler-dsn)");
+  }
 
   TrafficCounters counters;
   WorkQueue work(config, stop);
@@ -329,20 +356,21 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
   std::vector<std::jthread> helpers;
   if (config.expireLeasesEvery.count() > 0) {
     helpers.emplace_back([&] {
-      periodically(config.connection, config.expireLeasesEvery, agentsDone,
+      periodically(config.connection, config.expireLeasesEvery, agentsDone, counters.roundsFailed,
                    [](pqxx::connection& c) { ProtocolClient(c).expireLeases(); });
     });
   }
   if (config.settleEvery.count() > 0) {
     helpers.emplace_back([&] {
       periodically(orAgents(config.operatorConnection, config), config.settleEvery, agentsDone,
+                   counters.roundsFailed,
                    [&](pqxx::connection& c) { operatorRound(c, config, counters); });
     });
   }
   if (config.reconcileEvery.count() > 0) {
     helpers.emplace_back([&] {
       periodically(orAgents(config.reconcilerConnection, config), config.reconcileEvery, agentsDone,
-                   [&](pqxx::connection& c) {
+                   counters.roundsFailed, [&](pqxx::connection& c) {
                      counters.reconciled.fetch_add(ProtocolClient(c).reconcile());
                    });
     });

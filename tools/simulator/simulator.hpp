@@ -121,6 +121,7 @@ struct SimulationSummary {
   std::int64_t settledFailed = 0;
   std::int64_t settleRefused = 0;  // money_moved, lease_active, conflict...: the server said no
   std::int64_t reconciled = 0;     // resolved by idem.reconcile()
+  std::int64_t roundsFailed = 0;   // lease sweeper, operator or reconciler rounds that failed
   std::map<CarelessHole, HoleCount> holes;
   std::int64_t unknownResolvedByCallback = 0;
   std::int64_t errors = 0;  // database errors the agents saw (and retried or gave up)
@@ -141,7 +142,8 @@ struct Progress {
 };
 
 // Runs until `operations` are done, `duration` has passed or `stop` becomes true. Throws
-// DatabaseError when the database cannot be reached at the start; later errors are counted.
+// DatabaseError when the database cannot be reached at the start, or when the operator's or the
+// reconciler's login lacks its role; later errors are counted.
 // `progress` (optional) is called about once a second from the calling thread.
 SimulationSummary simulate(const SimulationConfig& config, const std::atomic<bool>& stop,
                            const std::function<void(const Progress&)>& progress = {});

@@ -23,6 +23,7 @@ SimulationSummary TrafficCounters::summary() const {
   s.settledFailed = settledFailed.load();
   s.settleRefused = settleRefused.load();
   s.reconciled = reconciled.load();
+  s.roundsFailed = roundsFailed.load();
   for (CarelessHole hole : kCarelessHoles) {
     const auto i = static_cast<std::size_t>(hole);
     if (holesTried_[i].load() > 0) s.holes[hole] = {holesTried_[i].load(), holesRefused_[i].load()};

@@ -32,6 +32,7 @@ class TrafficCounters {
   std::atomic<std::int64_t> settledFailed{0};
   std::atomic<std::int64_t> settleRefused{0};
   std::atomic<std::int64_t> reconciled{0};
+  std::atomic<std::int64_t> roundsFailed{0};
   std::atomic<std::int64_t> unknownResolvedByCallback{0};
   std::atomic<std::int64_t> errors{0};
 
