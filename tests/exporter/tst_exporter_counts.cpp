@@ -1,18 +1,23 @@
 // The exporter's figures against what SQL counts in the same tables: simulated traffic with a
 // fixed seed, every counter series and the three ratios equal (not close); the state gauges and
-// reconciliation; purging old rows never moves a counter back; a start reads only the ratio
-// window; promtool accepts the output, with zeros for every known label value before traffic;
-// a collection blocked on a lock does not hold up /metrics.
+// reconciliation; purging old rows never moves a counter back and keeps the unsettled records'
+// history, and a key retention retired is counted as `retired`, a hit; the reconciler's and the
+// operator's decisions are counted by actor kind; the transitions series from the start are the
+// database's own state machine; a start reads only the ratio window; promtool accepts the output,
+// with zeros for every known label value before traffic; a collection blocked on a lock does not
+// hold up /metrics.
 #include <QProcess>
 #include <QStandardPaths>
 #include <QtTest>
 #include <pqxx/pqxx>
 
+#include "collectors/transition_table.hpp"
 #include "exporter_harness.hpp"
 #include "idem/protocol_client.hpp"
 #include "idem/vocabulary.hpp"
 #include "metric_keys.hpp"
 #include "simulator.hpp"
+#include "sql_truth.hpp"
 #include "test_database.hpp"
 
 using namespace idem;
@@ -34,35 +39,6 @@ sim::SimulationConfig traffic(const TestDatabase& db, const std::string& runId,
   return c;
 }
 
-// SQL's counts of one table grouped by the label columns, as series keys.
-std::map<std::string, double> sqlCounts(const TestDatabase& db, const std::string& sql,
-                                        const std::function<std::string(const pqxx::row&)>& key) {
-  std::map<std::string, double> out;
-  auto c = db.connect();
-  pqxx::nontransaction tx(*c);
-  for (const pqxx::row& r : tx.exec(sql)) out[key(r)] += r[r.size() - 1].as<double>();
-  return out;
-}
-
-// Every series of the family in the scrape equals SQL's count (0 where SQL has no row), and every
-// SQL group is a series of the scrape.
-void compareFamily(const Series& scraped, const std::string& family,
-                   const std::map<std::string, double>& expected) {
-  int seen = 0;
-  for (const auto& [key, v] : scraped) {
-    if (!key.starts_with(family + "{")) continue;
-    ++seen;
-    const auto e = expected.find(key);
-    const double want = e == expected.end() ? 0.0 : e->second;
-    QVERIFY2(v == want,
-             (key + ": exporter " + std::to_string(v) + ", SQL " + std::to_string(want)).c_str());
-  }
-  for (const auto& [key, want] : expected) {
-    QVERIFY2(scraped.count(key) == 1, (key + " is missing from the scrape").c_str());
-  }
-  QVERIFY2(seen > 0, (family + " has no series").c_str());
-}
-
 // promtool's verdict on a scrape: empty when it accepts it, else what it said.
 std::string promtoolProblems(const QByteArray& body) {
   const QString promtool = QStandardPaths::findExecutable(QStringLiteral("promtool"));
@@ -75,6 +51,18 @@ std::string promtoolProblems(const QByteArray& body) {
   if (!p.waitForFinished(30000)) return "promtool did not finish";
   const QByteArray output = p.readAllStandardOutput() + p.readAllStandardError();
   return p.exitCode() == 0 ? std::string() : "promtool: " + output.toStdString();
+}
+
+BeginRequest beginRequest(const std::string& key, const std::string& bizType,
+                          const std::string& bizId,
+                          std::chrono::milliseconds lease = std::chrono::milliseconds(30'000)) {
+  BeginRequest r;
+  r.key = key;
+  r.bizType = bizType;
+  r.bizId = bizId;
+  r.tool = "pay";
+  r.lease = lease;
+  return r;
 }
 
 }  // namespace
@@ -90,37 +78,17 @@ class TestExporterCounts : public QObject {
     return tx.exec1(sql)[0].as<double>();
   }
 
-  std::map<std::string, double> sqlRequests() {
-    return sqlCounts(
-        *db_,
-        "SELECT biz_type, trigger_source, outcome, count(*) FROM idem.attempts GROUP BY 1, 2, 3",
-        [](const pqxx::row& r) { return requestsKey(r[0].c_str(), r[1].c_str(), r[2].c_str()); });
-  }
-  std::map<std::string, double> sqlFundFlows() {
-    return sqlCounts(*db_, "SELECT biz_type, kind, count(*) FROM idem.fund_flows GROUP BY 1, 2",
-                     [](const pqxx::row& r) { return fundFlowsKey(r[0].c_str(), r[1].c_str()); });
-  }
-  std::map<std::string, double> sqlDuplicates() {
-    return sqlCounts(*db_,
-                     "SELECT biz_type, kind, count(*) FROM idem.fund_flows WHERE duplicate_of IS "
-                     "NOT NULL GROUP BY 1, 2",
-                     [](const pqxx::row& r) { return duplicatesKey(r[0].c_str(), r[1].c_str()); });
-  }
-  std::map<std::string, double> sqlTransitions() {
-    return sqlCounts(*db_,
-                     "SELECT coalesce(from_status, 'none'), to_status, actor_kind, count(*) FROM "
-                     "idem.transitions GROUP BY 1, 2, 3",
-                     [](const pqxx::row& r) {
-                       return transitionsKey(r[0].c_str(), r[1].c_str(), r[2].c_str());
-                     });
-  }
+  Truth sqlRequests() { return test::sqlRequests(*db_); }
+  Truth sqlFundFlows() { return test::sqlFundFlows(*db_); }
+  Truth sqlDuplicates() { return test::sqlDuplicates(*db_); }
+  Truth sqlTransitions() { return test::sqlTransitions(*db_); }
 
   // The three figures over all rows, computed as the exporter must: hits / all, retries of a
   // source / all, duplicates / all flows.
   void compareRatios(const std::vector<prometheus::MetricFamily>& families) {
     const double all = scalar("SELECT count(*) FROM idem.attempts");
     const double hits =
-        scalar("SELECT count(*) FROM idem.attempts WHERE outcome IN ('replayed', 'in_progress')");
+        scalar("SELECT count(*) FROM idem.attempts WHERE outcome IN (" + hitOutcomesSql() + ")");
     QVERIFY(all > 0);
     QVERIFY(hits > 0);
     QCOMPARE(familyValue(families, "idempotency_hit_ratio"), std::optional(hits / all));
@@ -178,7 +146,10 @@ class TestExporterCounts : public QObject {
     QCOMPARE(value(scraped, "idempotency_exporter_db_up"), std::optional(1.0));
   }
 
-  void purgingOldRowsNeverMovesCountersBack() {
+  // Retention (schema v2): idem.purge removes settled records and their history, leaving a
+  // tombstone per record, and never touches an unsettled record's attempts or transitions. The
+  // counters never go back, and afterwards count exactly the rows added since.
+  void purgeNeverMovesCountersBackAndKeepsTheUnsettledHistory() {
     RunningExporter e(testOptions(db_->dsn()));
     QVERIFY(e.waitForCollections(1));
     sim::simulate(traffic(*db_, "before", 300), stop_);
@@ -186,9 +157,24 @@ class TestExporterCounts : public QObject {
     const Series before = e.scrape();
     const double requestsBefore = scalar("SELECT count(*) FROM idem.attempts");
     const double transitionsBefore = scalar("SELECT count(*) FROM idem.transitions");
+    const double lastAttempt = scalar("SELECT max(id) FROM idem.attempts");
+    const double lastTransition = scalar("SELECT max(id) FROM idem.transitions");
+    const std::string settled = "status IN ('SUCCESS', 'FAILED')";
+    const double settledBefore = scalar("SELECT count(*) FROM idem.records WHERE " + settled);
+    const std::string unsettledHistory =
+        "(SELECT count(*) FROM idem.attempts a JOIN idem.records r USING (idempotency_key) "
+        "  WHERE r.status IN ('PROCESSING', 'UNKNOWN')) + "
+        "(SELECT count(*) FROM idem.transitions t JOIN idem.records r USING (idempotency_key) "
+        "  WHERE r.status IN ('PROCESSING', 'UNKNOWN'))";
+    const double unsettledHistoryBefore = scalar("SELECT " + unsettledHistory);
+    QVERIFY2(unsettledHistoryBefore > 0, "the traffic left unsettled records (lost responses)");
+    QVERIFY(settledBefore > 0);
 
     db_->exec("SELECT * FROM idem.purge('1 microsecond')");
-    QCOMPARE(scalar("SELECT count(*) FROM idem.attempts"), 0.0);
+    QCOMPARE(scalar("SELECT count(*) FROM idem.records WHERE " + settled), 0.0);
+    QCOMPARE(scalar("SELECT count(*) FROM idem.retired_keys"), settledBefore);
+    QCOMPARE(scalar("SELECT " + unsettledHistory), unsettledHistoryBefore);
+    QVERIFY(scalar("SELECT count(*) FROM idem.attempts") < requestsBefore);
     QVERIFY(e.waitForCollections(2));
     const Series afterPurge = e.scrape();
     for (const auto& [key, v] : before) {
@@ -208,9 +194,52 @@ class TestExporterCounts : public QObject {
       if (key.starts_with("idempotency_requests_total")) requests += v;
       if (key.starts_with("idempotency_transitions_total")) transitions += v;
     }
-    QCOMPARE(requests, requestsBefore + scalar("SELECT count(*) FROM idem.attempts"));
-    QCOMPARE(transitions, transitionsBefore + scalar("SELECT count(*) FROM idem.transitions"));
+    QCOMPARE(requests, requestsBefore + scalar("SELECT count(*) FROM idem.attempts WHERE id > " +
+                                               std::to_string(std::int64_t(lastAttempt))));
+    QCOMPARE(transitions,
+             transitionsBefore + scalar("SELECT count(*) FROM idem.transitions WHERE id > " +
+                                        std::to_string(std::int64_t(lastTransition))));
     compareFamily(after, "idempotency_fund_flows_total", sqlFundFlows());
+  }
+
+  // A retry under a key whose record retention removed is stopped by its tombstone: outcome
+  // `retired`, counted under that outcome and as a hit of the hit ratio.
+  void retiredKeyIsCountedAsRetiredAndAsAHit() {
+    auto options = testOptions(db_->dsn());
+    options.ratioWindow = std::chrono::hours(1);
+    RunningExporter e(options);
+    QVERIFY(e.waitForCollections(1));
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    const BeginResult paid = client.begin(beginRequest("k-paid", "payment", "o-paid"));
+    QVERIFY(
+        client.complete("k-paid", 1, R"({"gateway_ref": "gw-1"})", paid.claimToken.value()).ok());
+    const BeginResult declined = client.begin(beginRequest("k-declined", "payment", "o-declined"));
+    QVERIFY(client.fail("k-declined", 1, "card declined", declined.claimToken.value()).ok());
+    QVERIFY(e.waitForCollections(2));  // counted before retention removes them
+    const Truth counted = sqlRequests();
+    db_->exec("SELECT * FROM idem.purge('1 microsecond')");
+    QCOMPARE(scalar("SELECT count(*) FROM idem.retired_keys"), 2.0);
+
+    BeginRequest retry = beginRequest("k-paid", "payment", "o-paid");
+    retry.source = TriggerSource::Llm;
+    QCOMPARE(client.begin(retry).outcome, Outcome::Retired);
+    retry = beginRequest("k-declined", "payment", "o-declined");
+    retry.source = TriggerSource::Http;
+    QCOMPARE(client.begin(retry).outcome, Outcome::Retired);
+    QVERIFY(e.waitForCollections(2));
+
+    const Series s = e.scrape();
+    QCOMPARE(value(s, requestsKey("payment", "llm", "retired")), std::optional(1.0));
+    QCOMPARE(value(s, requestsKey("payment", "http", "retired")), std::optional(1.0));
+    compareFamily(s, "idempotency_requests_total", plus(counted, sqlRequests()));
+    // 4 requests, 2 answered by the layer without calling downstream.
+    const std::optional<double> hitRatio =
+        familyValue(e.exporter().collect(), "idempotency_hit_ratio");
+    QVERIFY2(hitRatio == std::optional(0.5),
+             ("hit ratio " + std::to_string(hitRatio.value_or(-1)) + ", SQL counts " +
+              std::to_string(scalar("SELECT count(*) FROM idem.attempts")) + " requests left")
+                 .c_str());
   }
 
   void startReadsTheRatioWindowSoFiguresAreRightFromTheFirstScrape() {
@@ -248,8 +277,20 @@ class TestExporterCounts : public QObject {
       QCOMPARE(value(s, fundFlowsKey("payment", std::string(format(k)))), std::optional(0.0));
       QCOMPARE(value(s, duplicatesKey("payment", std::string(format(k)))), std::optional(0.0));
     }
-    QCOMPARE(value(s, transitionsKey("none", "PROCESSING", "system")), std::optional(0.0));
-    QCOMPARE(value(s, transitionsKey("UNKNOWN", "SUCCESS", "operator")), std::optional(0.0));
+    // The transitions of the state machine, reconciler and correction included; none other.
+    for (const auto& t : exporter::kAllowedTransitions) {
+      const std::string key =
+          transitionsKey(exporter::TransitionCells::fromLabel(t.from), std::string(format(t.to)),
+                         std::string(format(t.actor)));
+      QVERIFY2(value(s, key) == std::optional(0.0), key.c_str());
+    }
+    QCOMPARE(value(s, transitionsKey("UNKNOWN", "SUCCESS", "reconciler")), std::optional(0.0));
+    QCOMPARE(value(s, transitionsKey("FAILED", "SUCCESS", "operator")), std::optional(0.0));
+    QCOMPARE(value(s, transitionsKey("UNKNOWN", "FAILED", "system")), std::nullopt);
+    int transitionSeries = 0;
+    for (const auto& [key, v] : s)
+      transitionSeries += key.starts_with("idempotency_transitions_total{");
+    QCOMPARE(transitionSeries, static_cast<int>(exporter::kAllowedTransitions.size()));
     QCOMPARE(value(s, "idempotency_records{biz_type=\"payment\",status=\"UNKNOWN\"}"),
              std::optional(0.0));
     QCOMPARE(value(s, "idempotency_stuck_records{biz_type=\"payment\"}"), std::optional(0.0));
@@ -275,6 +316,93 @@ class TestExporterCounts : public QObject {
     QVERIFY2(problems.empty(), problems.c_str());
   }
 
+  // The exporter's one copy of the state machine (collectors/transition_table.hpp) is the
+  // database's: idem.transition_allowed agrees with it on every (from, to, actor_kind).
+  void transitionSeriesAreTheDatabasesStateMachine() {
+    auto c = db_->connect();
+    pqxx::nontransaction tx(*c);
+    QStringList differences;
+    std::vector<exporter::FromStatus> froms{std::nullopt};
+    for (RecordStatus st : allValues<RecordStatus>()) froms.emplace_back(st);
+    for (const exporter::FromStatus& from : froms) {
+      for (RecordStatus to : allValues<RecordStatus>()) {
+        for (ActorKind actor : allValues<ActorKind>()) {
+          const std::optional<std::string> fromText =
+              from ? std::optional(std::string(format(*from))) : std::nullopt;
+          const bool database =
+              tx.exec_params1("SELECT idem.transition_allowed($1, $2, $3)", fromText,
+                              std::string(format(to)), std::string(format(actor)))[0]
+                  .as<bool>(false);
+          bool exporter = false;
+          for (const auto& t : exporter::kAllowedTransitions) {
+            exporter = exporter || (t.from == from && t.to == to && t.actor == actor);
+          }
+          if (database != exporter) {
+            differences << QString::fromStdString(exporter::TransitionCells::fromLabel(from) +
+                                                  " -> " + std::string(format(to)) + " by " +
+                                                  std::string(format(actor))) +
+                               (database ? " allowed by the database only"
+                                         : " listed by the exporter only");
+          }
+        }
+      }
+    }
+    QVERIFY2(differences.isEmpty(), qPrintable(differences.join("; ")));
+  }
+
+  // The decisions of v2: the reconciler's (resolve, reconcile) and the operator's, a correction
+  // FAILED -> SUCCESS among them, each under its actor kind, equal to SQL's counts.
+  void reconcilerAndOperatorDecisionsAreCountedByActorKind() {
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(1));
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    auto unknown = [&](const std::string& key) {
+      const BeginResult b = client.begin(beginRequest(key, "payment", "o-" + key));
+      QVERIFY(b.claimToken);
+      QVERIFY(client.markUnknown(key, 1, "gateway timeout", *b.claimToken).ok());
+    };
+    // The reconciler, from a gateway lookup.
+    unknown("k-resolved-paid");
+    QVERIFY(client
+                .resolve("k-resolved-paid", 2, RecordStatus::Success, "gateway lookup",
+                         R"({"gateway_ref": "gw-r1"})")
+                .ok());
+    unknown("k-resolved-unpaid");
+    QVERIFY(client
+                .resolve("k-resolved-unpaid", 2, RecordStatus::Failed, "gateway has no charge",
+                         R"({"lookup": "none"})")
+                .ok());
+    // reconcile: a PROCESSING record past its lease whose own key has a DEBIT.
+    const BeginResult stuck = client.begin(
+        beginRequest("k-stuck-paid", "payment", "o-stuck-paid", std::chrono::milliseconds(1)));
+    QVERIFY(stuck.claimToken);
+    client.recordFundFlow({"payment", "o-stuck-paid", FundFlowKind::Debit, 100, "CNY", "gw-s1",
+                           std::string("k-stuck-paid")});
+    QTest::qWait(20);
+    QCOMPARE(client.reconcile(), 1);
+    // The operator: UNKNOWN -> FAILED, and a correction of a FAILED record whose money moved.
+    unknown("k-settled");
+    QVERIFY(client.settle("k-settled", 2, RecordStatus::Failed, "gateway: no charge", std::nullopt)
+                .ok());
+    const BeginResult declined = client.begin(beginRequest("k-corrected", "payment", "o-corr"));
+    QVERIFY(client.fail("k-corrected", 1, "declined", declined.claimToken.value()).ok());
+    QVERIFY(client
+                .settle("k-corrected", 2, RecordStatus::Success,
+                        "statement shows the charge after all", R"({"statement": "S-7"})")
+                .ok());
+    QVERIFY(e.waitForCollections(2));
+
+    const Series s = e.scrape();
+    compareFamily(s, "idempotency_transitions_total", sqlTransitions());
+    QCOMPARE(value(s, transitionsKey("UNKNOWN", "SUCCESS", "reconciler")), std::optional(1.0));
+    QCOMPARE(value(s, transitionsKey("UNKNOWN", "FAILED", "reconciler")), std::optional(1.0));
+    QCOMPARE(value(s, transitionsKey("PROCESSING", "SUCCESS", "reconciler")), std::optional(1.0));
+    QCOMPARE(value(s, transitionsKey("UNKNOWN", "FAILED", "operator")), std::optional(1.0));
+    QCOMPARE(value(s, transitionsKey("FAILED", "SUCCESS", "operator")), std::optional(1.0));
+    QCOMPARE(value(s, transitionsKey("none", "PROCESSING", "system")), std::optional(5.0));
+  }
+
   void unsettledRecordsAndStuckLeasesFromTheUnsettledSet() {
     RunningExporter e(testOptions(db_->dsn()));
     auto c = db_->connect();
@@ -284,14 +412,16 @@ class TestExporterCounts : public QObject {
                        {},        TriggerSource::Initial,
                        "{}",      std::chrono::milliseconds(1),
                        {},        {}};
-    client.begin(stuck);
+    const BeginResult stuckClaim = client.begin(stuck);
+    QVERIFY(stuckClaim.claimToken);
     BeginRequest unknown{"k-unknown", "refund",
                          "o-2",       "refund",
                          {},          TriggerSource::Initial,
                          "{}",        std::chrono::milliseconds(60'000),
                          {},          {}};
-    client.begin(unknown);
-    QVERIFY(client.markUnknown("k-unknown", 1, "response lost").ok());
+    const BeginResult unknownClaim = client.begin(unknown);
+    QVERIFY(unknownClaim.claimToken);
+    QVERIFY(client.markUnknown("k-unknown", 1, "response lost", *unknownClaim.claimToken).ok());
     QVERIFY(e.waitForCollections(2));
     Series s = e.scrape();
     QCOMPARE(value(s, "idempotency_records{biz_type=\"payment\",status=\"PROCESSING\"}"),
@@ -304,8 +434,8 @@ class TestExporterCounts : public QObject {
     QCOMPARE(value(s, "idempotency_stuck_records{biz_type=\"refund\"}"), std::optional(0.0));
     QVERIFY(*value(s, "idempotency_oldest_unsettled_age_seconds{status=\"UNKNOWN\"}") >= 0);
 
-    QVERIFY(client.complete("k-unknown", 2, "{}").ok());
-    QVERIFY(client.fail("k-stuck", 1, "declined").ok());
+    QVERIFY(client.complete("k-unknown", 2, "{}", *unknownClaim.claimToken).ok());
+    QVERIFY(client.fail("k-stuck", 1, "declined", *stuckClaim.claimToken).ok());
     QVERIFY(e.waitForCollections(2));
     s = e.scrape();
     QCOMPARE(value(s, "idempotency_records{biz_type=\"refund\",status=\"UNKNOWN\"}"),
@@ -324,43 +454,16 @@ class TestExporterCounts : public QObject {
     auto c = db_->connect();
     ProtocolClient client(*c);
     // Money moved for o-1, but its record failed: a blind retry would charge twice.
-    client.begin({"k-1",
-                  "payment",
-                  "o-1",
-                  "pay",
-                  {},
-                  TriggerSource::Initial,
-                  "{}",
-                  std::chrono::milliseconds(30'000),
-                  {},
-                  {}});
-    QVERIFY(client.fail("k-1", 1, "timeout").ok());
+    const BeginResult c1 = client.begin(beginRequest("k-1", "payment", "o-1"));
+    QVERIFY(client.fail("k-1", 1, "timeout", c1.claimToken.value()).ok());
     client.recordFundFlow(
         {"payment", "o-1", FundFlowKind::Debit, 2990, "CNY", "gw-1", std::string("k-1")});
     // o-2 succeeded without any DEBIT.
-    client.begin({"k-2",
-                  "payment",
-                  "o-2",
-                  "pay",
-                  {},
-                  TriggerSource::Initial,
-                  "{}",
-                  std::chrono::milliseconds(30'000),
-                  {},
-                  {}});
-    QVERIFY(client.complete("k-2", 1, "{}").ok());
+    const BeginResult c2 = client.begin(beginRequest("k-2", "payment", "o-2"));
+    QVERIFY(client.complete("k-2", 1, "{}", c2.claimToken.value()).ok());
     // o-3 is consistent; a refund debit is not a biz type that moves money here.
-    client.begin({"k-3",
-                  "payment",
-                  "o-3",
-                  "pay",
-                  {},
-                  TriggerSource::Initial,
-                  "{}",
-                  std::chrono::milliseconds(30'000),
-                  {},
-                  {}});
-    QVERIFY(client.complete("k-3", 1, "{}").ok());
+    const BeginResult c3 = client.begin(beginRequest("k-3", "payment", "o-3"));
+    QVERIFY(client.complete("k-3", 1, "{}", c3.claimToken.value()).ok());
     client.recordFundFlow(
         {"payment", "o-3", FundFlowKind::Debit, 100, "CNY", "gw-3", std::string("k-3")});
     client.recordFundFlow({"refund", "r-1", FundFlowKind::Debit, 100, "CNY", "gw-r1", {}});
@@ -369,6 +472,47 @@ class TestExporterCounts : public QObject {
     QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"debit_without_success\"}"),
              std::optional(1.0));
     QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"success_without_debit\"}"),
+             std::optional(1.0));
+  }
+
+  // Money moves by DEBIT or CAPTURE (a FREEZE hold captured); and a SUCCESS record that retention
+  // removed leaves a tombstone that still says the business object succeeded.
+  void reconciliationCountsCapturesAndTombstonesOfPurgedSuccesses() {
+    auto options = testOptions(db_->dsn());
+    options.reconcileGrace = std::chrono::milliseconds(0);
+    RunningExporter e(options);
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    // o-held: captured after a hold, the response lost: money moved without SUCCESS.
+    const BeginResult held = client.begin(beginRequest("k-held", "payment", "o-held"));
+    QVERIFY(client.markUnknown("k-held", 1, "gateway timeout", held.claimToken.value()).ok());
+    client.recordFundFlow(
+        {"payment", "o-held", FundFlowKind::Freeze, 500, "CNY", "gw-h1", std::string("k-held")});
+    client.recordFundFlow(
+        {"payment", "o-held", FundFlowKind::Capture, 500, "CNY", "gw-h2", std::string("k-held")});
+    // o-captured: SUCCESS with a CAPTURE and no DEBIT is consistent.
+    const BeginResult captured = client.begin(beginRequest("k-captured", "payment", "o-captured"));
+    QVERIFY(client.complete("k-captured", 1, "{}", captured.claimToken.value()).ok());
+    client.recordFundFlow({"payment", "o-captured", FundFlowKind::Capture, 700, "CNY", "gw-c1",
+                           std::string("k-captured")});
+    // o-paid: SUCCESS with a DEBIT, to be purged.
+    const BeginResult paid = client.begin(beginRequest("k-paid", "payment", "o-paid"));
+    QVERIFY(client.complete("k-paid", 1, "{}", paid.claimToken.value()).ok());
+    client.recordFundFlow(
+        {"payment", "o-paid", FundFlowKind::Debit, 900, "CNY", "gw-p1", std::string("k-paid")});
+    QVERIFY(e.waitForCollections(2));
+    Series s = e.scrape();
+    QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"debit_without_success\"}"),
+             std::optional(1.0));
+    QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"success_without_debit\"}"),
+             std::optional(0.0));
+
+    QTest::qWait(5);
+    db_->exec("SELECT * FROM idem.purge('1 microsecond')");
+    QCOMPARE(scalar("SELECT count(*) FROM idem.records WHERE status = 'SUCCESS'"), 0.0);
+    QVERIFY(e.waitForCollections(2));
+    s = e.scrape();
+    QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"debit_without_success\"}"),
              std::optional(1.0));
   }
 
@@ -409,16 +553,7 @@ class TestExporterCounts : public QObject {
     QVERIFY(e.waitForCollections(1));
     auto c = db_->connect();
     ProtocolClient client(*c);
-    client.begin({"k-1",
-                  "payment",
-                  "o-1",
-                  "pay",
-                  {},
-                  TriggerSource::Initial,
-                  "{}",
-                  std::chrono::milliseconds(30'000),
-                  {},
-                  {}});
+    client.begin(beginRequest("k-1", "payment", "o-1"));
     {
       auto locker = db_->connect();
       pqxx::work lock(*locker);
