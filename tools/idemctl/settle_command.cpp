@@ -108,23 +108,23 @@ int runSettle(const std::vector<std::string>& args, Streams streams) {
     case SettleVerdict::InvalidInput:
       throw UsageError(outcome.message);
     case SettleVerdict::Conflict:
-      streams.err << "refused: " << outcome.message << "\n";
+      streams.err << "idemctl settle: " << outcome.message << "\n";
       printChanges(streams.err, outcome.changesSince);
       return kConflict;
     case SettleVerdict::MoneyMoved:
-      streams.err << "refused: " << outcome.message << "\n";
+      streams.err << "idemctl settle: " << outcome.message << "\n";
       printFlows(streams.err, outcome.assessment.flows);
       streams.err << "  to override: --override-money-moved, with a --reason that quotes the "
                      "gateway's confirmation\n";
       return kMoneyMoved;
     case SettleVerdict::LeaseActive:
-      streams.err << "refused: " << outcome.message << "\n";
+      streams.err << "idemctl settle: " << outcome.message << "\n";
       return kLeaseActive;
     case SettleVerdict::InvalidTransition:
-      streams.err << "refused: " << outcome.message << "\n";
+      streams.err << "idemctl settle: " << outcome.message << "\n";
       return kInvalidTransition;
     case SettleVerdict::NotFound:
-      streams.err << "refused: " << outcome.message << "\n";
+      streams.err << "idemctl settle: " << outcome.message << "\n";
       return kNotFound;
   }
   return kFailed;
