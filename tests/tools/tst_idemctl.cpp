@@ -281,7 +281,8 @@ class TestIdemctl : public QObject {
     QVERIFY2(outSays("reconcile: resolved 2 record(s) to SUCCESS: pay-r1 (from UNKNOWN), pay-r2 "
                      "(from UNKNOWN)"),
              out_.c_str());
-    QCOMPARE(text("SELECT string_agg(idempotency_key || '=' || status, ',' ORDER BY 1) FROM "
+    QCOMPARE(text("SELECT string_agg(idempotency_key || '=' || status, ',' ORDER BY "
+                  "idempotency_key) FROM "
                   "idem.records WHERE idempotency_key LIKE 'pay-r%'"),
              std::string("pay-r1=SUCCESS,pay-r2=SUCCESS,pay-r3=UNKNOWN"));
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'reconciler' "
