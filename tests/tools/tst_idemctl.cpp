@@ -293,35 +293,46 @@ class TestIdemctl : public QObject {
     QVERIFY2(outSays("resolved 0 record(s)"), out_.c_str());
   }
 
-  // The service form: a round every --every until SIGTERM, each printing what it resolved. Run as
-  // the real binary, so the signal really arrives.
+  // The service form: a round every --every until SIGTERM, each printing what it resolved; a
+  // failed round (here: the login lost its role for a while) is reported and the loop goes on.
+  // Run as the real binary, so the signal really arrives.
   void reconcileEveryRunsUntilSigterm() {
     QProcess p;
     p.start(IDEMCTL_BINARY,
             {"reconcile", "--every", "100ms", "--db.dsn", QString::fromStdString(as(reconciler_))});
     QVERIFY(p.waitForStarted());
-    std::string out;
-    auto waitFor = [&](const std::string& what) {
+    std::string out, err;
+    auto waitFor = [&](const std::string& what, const std::string& in = "out") {
+      const std::string& where = in == "out" ? out : err;
       QDeadlineTimer deadline(60'000);
-      while (out.find(what) == std::string::npos && !deadline.hasExpired() &&
+      while (where.find(what) == std::string::npos && !deadline.hasExpired() &&
              p.state() == QProcess::Running) {
         p.waitForReadyRead(200);
         out += p.readAllStandardOutput().toStdString();
+        err += p.readAllStandardError().toStdString();
       }
-      return out.find(what) != std::string::npos;
+      return where.find(what) != std::string::npos;
     };
     QVERIFY2(waitFor("a round every 100ms until SIGINT or SIGTERM"), out.c_str());
     QVERIFY2(waitFor("resolved 0 record(s)"), out.c_str());
     lostResponse("pay-loop", "o-loop", true);
     QVERIFY2(waitFor("resolved 1 record(s) to SUCCESS: pay-loop (from UNKNOWN)"), out.c_str());
+
+    db_->exec("REVOKE idem_reconciler FROM " + reconciler_);
+    QVERIFY2(waitFor("idemctl reconcile: reconcile: permission denied", "err"), err.c_str());
+    db_->exec("GRANT idem_reconciler TO " + reconciler_);
+    lostResponse("pay-loop2", "o-loop2", true);
+    QVERIFY2(waitFor("resolved 1 record(s) to SUCCESS: pay-loop2 (from UNKNOWN)"), out.c_str());
+
     p.terminate();  // SIGTERM
     QVERIFY(p.waitForFinished(30'000));
     out += p.readAllStandardOutput().toStdString();
     QCOMPARE(p.exitStatus(), QProcess::NormalExit);
     QCOMPARE(p.exitCode(), 0);
     QVERIFY2(out.find("reconcile: stopped") != std::string::npos, out.c_str());
-    QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key = 'pay-loop'"),
-             std::string("SUCCESS"));
+    QCOMPARE(text("SELECT string_agg(status, ',' ORDER BY idempotency_key) FROM idem.records "
+                  "WHERE idempotency_key LIKE 'pay-loop%'"),
+             std::string("SUCCESS,SUCCESS"));
   }
 
   void purgeReportsTombstonesAndTheKeysStayRetired() {
