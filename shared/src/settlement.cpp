@@ -92,11 +92,12 @@ std::string statusOf(const ChangeResult& change) {
   return change.status ? std::string(format(*change.status)) : "?";
 }
 
-// The assessment's reads, in one snapshot.
+// The assessment's reads, in one snapshot (repeatable read): the record, its flows and the server's
+// view of them agree with each other even while agents and the ledger write.
 SettleAssessment readAssessment(pqxx::connection& connection, const std::string& key) {
   return translatingErrors("weigh the evidence", [&] {
     SettleAssessment out;
-    pqxx::read_transaction tx(connection);
+    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(connection);
     out.record = findRecord(tx, key);
     if (!out.record) return out;
     out.flows = fundFlowsOf(tx, out.record->bizType, out.record->bizId);
