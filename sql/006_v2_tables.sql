@@ -40,6 +40,15 @@ UPDATE idem.records AS r
                       AND t.from_status = 'UNKNOWN' AND t.actor_kind = 'system');
 ALTER TABLE idem.records ENABLE TRIGGER records_guard;
 
+-- One index fewer on the protocol's hot path: records_one_live_per_biz (001) is unique over
+-- (biz_type, biz_id) for every status but FAILED, SUCCESS included, so it already allows at most
+-- one SUCCESS per business object (the contract's rule, still a partial unique index); the
+-- SUCCESS-only index repeated it and cost every complete an index insertion (a status change is
+-- never a HOT update). A probe for an object's SUCCESS record (the exporter's reconciliation) is
+-- answered through records_one_live_per_biz: the planner proves status = 'SUCCESS' implies its
+-- predicate.
+DROP INDEX idem.records_one_success_per_biz;
+
 -- What retention leaves of a removed SUCCESS or FAILED record (idem.purge), so that the key is
 -- never executed again (`retired`) and a business object that succeeded stays paid (`rejected`).
 CREATE TABLE idem.retired_keys (

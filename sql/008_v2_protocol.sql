@@ -132,7 +132,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- biz_type becomes a metric label: a short name, no spaces or punctuation beyond _ . -
-    IF p_biz_type IS NULL OR p_biz_type !~ '^[A-Za-z0-9_.-]{1,64}$' THEN
+    -- (A length test and a negated class rather than '^[...]{1,64}$': PostgreSQL's regex engine
+    -- expands a bounded repetition, which cost 8 µs per call against 1 µs.)
+    IF p_biz_type IS NULL OR char_length(p_biz_type) NOT BETWEEN 1 AND 64 OR p_biz_type ~ '[^A-Za-z0-9_.-]' THEN
         RAISE EXCEPTION 'biz_type must be 1 to 64 characters of A-Z a-z 0-9 _ . -, got %',
             CASE WHEN p_biz_type IS NULL THEN 'NULL'
                  WHEN char_length(p_biz_type) > 64 THEN char_length(p_biz_type)::text || ' characters'
@@ -199,9 +201,15 @@ BEGIN
                    EXISTS (SELECT 1 FROM idem.retired_keys AS t
                             WHERE t.biz_type = p_biz_type AND t.biz_id = p_biz_id
                               AND t.status = 'SUCCESS'),
-                   coalesce((SELECT m.money_moved FROM idem.money_position AS m
-                              WHERE m.biz_type = p_biz_type AND m.biz_id = p_biz_id), false)
+                   EXISTS (SELECT 1 FROM idem.fund_flows AS f
+                            WHERE f.biz_type = p_biz_type AND f.biz_id = p_biz_id)
               INTO v_retired, v_paid, v_moved;
+            -- A new business object has no flows yet: only when it has some is the money rule
+            -- (idem.money_position, an aggregate: 20 µs against 6 µs for the probe) asked.
+            IF v_moved THEN
+                v_moved := coalesce((SELECT m.money_moved FROM idem.money_position AS m
+                                      WHERE m.biz_type = p_biz_type AND m.biz_id = p_biz_id), false);
+            END IF;
             IF v_retired IS NULL AND NOT v_paid AND NOT v_moved THEN
                 outcome := 'executed'; status := 'PROCESSING'; version := 1;
                 claim_token := v_token;

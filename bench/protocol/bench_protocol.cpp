@@ -2,22 +2,27 @@
 //   plain      one INSERT (one commit), for scale;
 //   hand       the seeds' hand-written pattern: INSERT ... ON CONFLICT DO NOTHING, then
 //              UPDATE ... SET status = 'SUCCESS', version = version + 1 (two commits, no audit);
-//   protocol   idem.begin then idem.complete (two commits, plus the attempt row, the transition
-//              rows and the uniqueness checks).
+//   protocol   idem.begin then idem.complete with the claim token begin returned (schema v2: two
+//              commits, plus the attempt row, the transition rows and the uniqueness checks);
+//   v1         with --v1.dsn, a database migrated only to schema version 1 (001..005): its begin
+//              and its 3-argument complete as raw SQL, so that the cost of v2's guarantees is
+//              measured against v1 in the same run.
 // Each client thread has its own connection and prepared statements; every statement is its own
 // transaction, as the protocol requires. Variants are interleaved and repeated; the median counts.
 // Besides throughput it reports the server CPU time and WAL bytes per operation (read from
 // /proc/PID/stat of each backend and pg_current_wal_lsn()): on a busy machine throughput wanders,
 // CPU per operation does not, and with 8 clients on 2 cores CPU is what limits throughput.
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <sstream>
-#include <unistd.h>
+#include <optional>
 #include <pqxx/pqxx>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -67,12 +72,17 @@ struct ClientResult {
   long long serverCpuMicros = -1;
 };
 
-enum class Variant { Plain, Hand, Protocol };
+enum class Variant { Plain, Hand, Protocol, Version1 };
 const char* name(Variant v) {
   switch (v) {
-    case Variant::Plain: return "plain INSERT";
-    case Variant::Hand: return "hand-written";
-    case Variant::Protocol: return "begin+complete";
+    case Variant::Plain:
+      return "plain INSERT";
+    case Variant::Hand:
+      return "hand-written";
+    case Variant::Protocol:
+      return "begin+complete";
+    case Variant::Version1:
+      return "v1 begin+compl";
   }
   return "?";
 }
@@ -94,7 +104,16 @@ ClientResult client(const idem::ConnectionSettings& settings, Variant v, int thr
                 "UPDATE bench.hand SET status = 'SUCCESS', version = version + 1, "
                 "response_payload = $2::jsonb, updated_at = now() "
                 "WHERE idempotency_key = $1 AND status = 'PROCESSING'");
-  idem::ProtocolClient protocol(*conn);
+  std::optional<idem::ProtocolClient> protocol;
+  if (v == Variant::Version1) {
+    conn->prepare(
+        "v1_begin",
+        "SELECT outcome, version FROM idem.begin($1, 'payment', $2, 'pay', $3, 'initial', "
+        "$4::jsonb)");
+    conn->prepare("v1_complete", "SELECT result FROM idem.complete($1, $2, $3::jsonb)");
+  } else {
+    protocol.emplace(*conn);
+  }
   // Unique across runs of the benchmark too: the tables keep earlier runs' rows.
   static const auto session = std::chrono::system_clock::now().time_since_epoch().count();
   const std::string prefix =
@@ -128,9 +147,26 @@ ClientResult client(const idem::ConnectionSettings& settings, Variant v, int thr
           r.tool = "pay";
           r.requestHash = "h" + key;
           r.requestPayload = kPayload;
-          const idem::BeginResult b = protocol.begin(r);
-          if (b.outcome != idem::Outcome::Executed || !protocol.complete(key, *b.version, kResponse).ok()) {
+          const idem::BeginResult b = protocol->begin(r);
+          if (b.outcome != idem::Outcome::Executed ||
+              !protocol->complete(key, *b.version, kResponse, *b.claimToken).ok()) {
             throw std::runtime_error("protocol round trip did not succeed for " + key);
+          }
+          break;
+        }
+        case Variant::Version1: {
+          int version = 0;
+          {
+            pqxx::nontransaction tx(*conn);
+            const pqxx::row b = tx.exec_prepared1("v1_begin", key, biz, "h" + key, kPayload);
+            if (std::string(b[0].c_str()) != "executed")
+              throw std::runtime_error("v1 begin " + key);
+            version = b[1].as<int>();
+          }
+          pqxx::nontransaction tx(*conn);
+          if (std::string(tx.exec_prepared1("v1_complete", key, version, kResponse)[0].c_str()) !=
+              "ok") {
+            throw std::runtime_error("v1 complete " + key);
           }
           break;
         }
@@ -150,7 +186,8 @@ struct Measurement {
 long long walPosition(const idem::ConnectionSettings& settings) {
   auto conn = idem::connect(settings);
   pqxx::nontransaction tx(*conn);
-  return tx.exec("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")[0][0].as<long long>();
+  return tx.exec("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")[0][0]
+      .as<long long>();
 }
 
 Measurement measure(const idem::ConnectionSettings& settings, Variant v, int threads, int run,
@@ -183,7 +220,8 @@ Measurement measure(const idem::ConnectionSettings& settings, Variant v, int thr
   Measurement m;
   m.opsPerSecond = static_cast<double>(total) / seconds;
   m.serverCpuMicrosPerOp = cpuKnown ? static_cast<double>(cpu) / static_cast<double>(total) : -1;
-  m.walBytesPerOp = static_cast<double>(walPosition(settings) - walBefore) / static_cast<double>(total);
+  m.walBytesPerOp =
+      static_cast<double>(walPosition(settings) - walBefore) / static_cast<double>(total);
   return m;
 }
 
@@ -194,11 +232,16 @@ int main(int argc, char** argv) {
     const std::vector<idem::FlagSpec> specs{
         {"db.dsn", true, "DSN", "database to measure in (a scratch database: tables are created)"},
         {"seconds", true, "N", "length of one measurement (default 10)"},
-        {"repeat", true, "N", "measurements per variant and thread count; the median counts (default 3)"},
+        {"repeat", true, "N",
+         "measurements per variant and thread count; the median counts (default 3)"},
         {"threads", true, "LIST", "client thread counts (default 1,2,8)"},
+        {"v1.dsn", true, "DSN",
+         "also measure schema version 1's begin+complete in this database (migrated to 005 only)"},
         {"only-protocol", false, "", "run only begin+complete (for profiling the server)"}};
     const idem::CommandLine cli(std::vector<std::string>(argv + 1, argv + argc), specs);
     const auto settings = idem::ConnectionSettings::resolve(cli.value("db.dsn"));
+    std::optional<idem::ConnectionSettings> v1Settings;
+    if (auto dsn = cli.value("v1.dsn")) v1Settings = idem::ConnectionSettings::resolve(dsn);
     const auto seconds = cli.integer("seconds", 1, 3600).value_or(10);
     const auto repeat = cli.integer("repeat", 1, 99).value_or(3);
     std::vector<int> threadCounts{1, 2, 8};
@@ -220,11 +263,12 @@ int main(int argc, char** argv) {
                 "WAL B/op");
     int run = 0;
     for (int threads : threadCounts) {
-      std::vector<Measurement> plain, hand, protocol;
+      std::vector<Measurement> plain, hand, protocol, version1;
       if (cli.has("only-protocol")) {
-        const Measurement m = measure(settings, Variant::Protocol, threads, ++run, std::chrono::seconds(seconds));
-        std::printf("%-8d %-15s %12.0f %16.1f %12.0f\n", threads, name(Variant::Protocol), m.opsPerSecond,
-                    m.serverCpuMicrosPerOp, m.walBytesPerOp);
+        const Measurement m =
+            measure(settings, Variant::Protocol, threads, ++run, std::chrono::seconds(seconds));
+        std::printf("%-8d %-15s %12.0f %16.1f %12.0f\n", threads, name(Variant::Protocol),
+                    m.opsPerSecond, m.serverCpuMicrosPerOp, m.walBytesPerOp);
         continue;
       }
       for (int r = 0; r < repeat; ++r) {
@@ -232,14 +276,20 @@ int main(int argc, char** argv) {
         plain.push_back(measure(settings, Variant::Plain, threads, ++run, length));
         hand.push_back(measure(settings, Variant::Hand, threads, ++run, length));
         protocol.push_back(measure(settings, Variant::Protocol, threads, ++run, length));
+        if (v1Settings)
+          version1.push_back(measure(*v1Settings, Variant::Version1, threads, ++run, length));
       }
       auto median = [](std::vector<Measurement> v, double Measurement::*field) {
-        std::sort(v.begin(), v.end(), [&](const Measurement& a, const Measurement& b) { return a.*field < b.*field; });
+        std::sort(v.begin(), v.end(),
+                  [&](const Measurement& a, const Measurement& b) { return a.*field < b.*field; });
         return v[v.size() / 2].*field;
       };
-      const std::pair<Variant, std::vector<Measurement>*> rows[] = {
-          {Variant::Plain, &plain}, {Variant::Hand, &hand}, {Variant::Protocol, &protocol}};
+      const std::pair<Variant, std::vector<Measurement>*> rows[] = {{Variant::Plain, &plain},
+                                                                    {Variant::Hand, &hand},
+                                                                    {Variant::Protocol, &protocol},
+                                                                    {Variant::Version1, &version1}};
       for (const auto& [variant, ms] : rows) {
+        if (ms->empty()) continue;
         std::printf("%-8d %-15s %12.0f %16.1f %12.0f\n", threads, name(variant),
                     median(*ms, &Measurement::opsPerSecond),
                     median(*ms, &Measurement::serverCpuMicrosPerOp),
@@ -249,8 +299,17 @@ int main(int argc, char** argv) {
       const double q = median(protocol, &Measurement::opsPerSecond);
       const double hc = median(hand, &Measurement::serverCpuMicrosPerOp);
       const double qc = median(protocol, &Measurement::serverCpuMicrosPerOp);
-      std::printf("%-8d begin+complete / hand-written: throughput %.2fx, server CPU per op %.2fx\n\n",
+      std::printf("%-8d begin+complete / hand-written: throughput %.2fx, server CPU per op %.2fx\n",
                   threads, q / h, qc / hc);
+      if (!version1.empty()) {
+        const double o = median(version1, &Measurement::opsPerSecond);
+        const double oc = median(version1, &Measurement::serverCpuMicrosPerOp);
+        std::printf(
+            "%-8d v1 begin+complete / hand-written: throughput %.2fx; v2 / v1: throughput "
+            "%.2fx, server CPU per op %.2fx\n",
+            threads, o / h, q / o, qc / oc);
+      }
+      std::printf("\n");
       std::fflush(stdout);
     }
     return 0;

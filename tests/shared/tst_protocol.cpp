@@ -676,8 +676,24 @@ class TestProtocol : public QObject {
       sqlstate = e.sqlstate();
     }
     QCOMPARE(sqlstate, std::string("23505"));
-    QCOMPARE(count("SELECT count(*) FROM pg_indexes WHERE indexname='records_one_success_per_biz' "
-                   "AND indexdef LIKE '%WHERE ((status)::text = ''SUCCESS''::text)%'"),
+    // The operator's correction FAILED -> SUCCESS meets the same index when another key succeeded.
+    const std::string t3 = claim(request("k3", "o3"));
+    QVERIFY(client_->fail("k3", 1, "connection refused", t3, true).ok());
+    const std::string t4 = claim(request("k4", "o3"));
+    QVERIFY(client_->complete("k4", 1, "{}", t4).ok());
+    sqlstate.clear();
+    try {
+      client_->settle("k3", 2, RecordStatus::Success, "correction", std::nullopt);
+    } catch (const DatabaseError& e) {
+      sqlstate = e.sqlstate();
+    }
+    QCOMPARE(sqlstate, std::string("23505"));
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE biz_id = 'o3' AND status = 'SUCCESS'"),
+             1LL);
+    // One unique index holds it (SUCCESS is one of the statuses it covers).
+    QCOMPARE(count("SELECT count(*) FROM pg_indexes WHERE indexname='records_one_live_per_biz' "
+                   "AND indexdef LIKE 'CREATE UNIQUE INDEX%' "
+                   "AND indexdef LIKE '%WHERE ((status)::text <> ''FAILED''::text)%'"),
              1LL);
   }
 
