@@ -5,7 +5,8 @@
 //   idemwatch-admin-demo --db.dsn "..." --screenshot docs/screenshots/admin-main.png
 //       opens the main window as the operator alice, selects the stuck showcase record and saves
 //       the window as PNG (run it under xvfb-run for the real X11 rendering); with
-//       --settle-screenshot FILE also the settle dialog refusing FAILED on a double DEBIT
+//       --settle-screenshot FILE also the settle dialog on a double DEBIT, FAILED chosen without
+//       the override: the server's money_moved refusal, the flows that count, the override box
 #include <QApplication>
 #include <QDir>
 #include <QPixmap>
@@ -64,7 +65,8 @@ int seed(const std::string& serverDsn, const std::string& database) {
   return 0;
 }
 
-// The settle dialog on an UNKNOWN payment with two DEBITs, FAILED chosen: the block and its override.
+// The settle dialog on an UNKNOWN payment with two DEBITs, FAILED chosen and sent without the
+// override: the server refuses (money_moved), the dialog shows its words and offers the override.
 int settleScreenshot(admin::MainWindow& window, const std::string& key, const QString& file) {
   window.showAttention();
   if (!waitFor([&] { return window.attentionModel()->rowOfKey(key) >= 0; }, 10000) ||
@@ -79,7 +81,8 @@ int settleScreenshot(admin::MainWindow& window, const std::string& key, const QS
   dialog->findChild<QPlainTextEdit*>(QStringLiteral("settleReason"))
       ->setPlainText(QStringLiteral("customer reports the payment failed"));
   if (!waitFor([&] { return dialog->overrideOffered(); }, 10000)) return 1;
-  dialog->submit();  // refused: the override is not ticked
+  dialog->submit();  // refused by the server: the override is not ticked
+  if (!waitFor([&] { return dialog->outcome().has_value(); }, 10000)) return 1;
   waitFor([] { return false; }, 300);
   if (!dialog->grab().save(file)) return 1;
   std::cout << "wrote " << file.toStdString() << " (" << dialog->width() << "x" << dialog->height() << ")\n";
@@ -150,7 +153,8 @@ int main(int argc, char* argv[]) {
       {"database", true, "NAME", "demo database (default idemwatch_demo)"},
       {"seed", false, "", "drop, create, migrate and seed the demo database"},
       {"screenshot", true, "FILE", "save the main window, a stuck record selected, as PNG"},
-      {"settle-screenshot", true, "FILE", "with --screenshot: also the settle dialog blocking FAILED on a DEBIT"},
+      {"settle-screenshot", true, "FILE",
+       "with --screenshot: also the settle dialog refusing FAILED while money moved"},
       {"help", false, "", "this help"},
   };
   try {

@@ -12,8 +12,10 @@
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QRadioButton>
+#include <QScreen>
 #include <QTreeView>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "models/age_text.hpp"
 #include "models/database_session.hpp"
@@ -159,8 +161,10 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   layout->addWidget(warnings_);
   override_->setObjectName(QStringLiteral("settleOverride"));
   override_->setText(QStringLiteral(
-      "Override: money moved. I checked the gateway and no charge stands; settle FAILED "
-      "anyway (the override is recorded in the transition's evidence)."));
+      "Override: money moved. The gateway shows no charge stands: settle FAILED anyway"));
+  override_->setToolTip(QStringLiteral(
+      "idem.settle(..., override_money_moved => true): the transition's evidence records the "
+      "override, who made it and the money position overridden"));
   override_->setVisible(false);
   layout->addWidget(override_);
 
@@ -258,6 +262,7 @@ void SettleDialog::updateOverride() {
   const bool offered = target() == RecordStatus::Failed && moneyMoved;
   override_->setVisible(offered);
   if (!offered) override_->setChecked(false);
+  growToFit();
 }
 
 void SettleDialog::requestAssessment(bool keepOverride) {
@@ -328,6 +333,7 @@ void SettleDialog::showWarnings(const std::vector<std::string>& warnings, bool b
                                   : QStringLiteral("Check before you settle"),
                               html));
   warnings_->setVisible(true);
+  growToFit();
 }
 
 void SettleDialog::submit() {
@@ -438,9 +444,22 @@ void SettleDialog::onFailed(quint64 job, const QString& message) {
   showMessage(QStringLiteral("Not settled: %1").arg(message), true);
 }
 
+void SettleDialog::growToFit() {
+  // Warnings, the override and the server's answer appear while the dialog is open: it grows
+  // with them (as far as its screen allows) rather than squeezing the form.
+  QLayout* l = layout();
+  l->activate();
+  const int needed =
+      l->hasHeightForWidth() ? l->totalHeightForWidth(width()) : l->totalSizeHint().height();
+  int room = needed;
+  if (const QScreen* s = screen()) room = std::min(needed, s->availableGeometry().height() - 40);
+  if (height() < room) resize(width(), room);
+}
+
 void SettleDialog::showMessage(const QString& value, bool error) {
   message_->setText(value);
   message_->setStyleSheet(error ? QStringLiteral("color: #B71C1C; font-weight: 600;") : QString());
+  growToFit();
 }
 
 void SettleDialog::setPhase(Phase phase) {

@@ -80,6 +80,7 @@ class SettleDialog : public QDialog {
   void showWarnings(const std::vector<std::string>& warnings, bool blocking);
   void showMoneyPosition(const idem::SettleAssessment& assessment);
   void updateOverride();
+  void growToFit();
   void showMessage(const QString& text, bool error);
   void setPhase(Phase phase);
 
