@@ -291,8 +291,10 @@ QString prometheusBinary() {
 
 // Steady, throttled traffic of the three biz types with every case the dashboards and alerts
 // watch: retries from each source (at distinct rates), lost responses (UNKNOWN), crashes past a
-// short lease (stuck PROCESSING), concurrent copies (in_progress), and a buggy downstream charging
-// twice (duplicate fund flows). Runs until stopped.
+// short lease (stuck PROCESSING), concurrent copies (in_progress), a buggy downstream charging
+// twice (duplicate fund flows), and, at intervals long enough that stuck records and debits
+// without SUCCESS are always there between the rounds, the reconciler (idem.reconcile) and an
+// operator settling stuck records (schema v2's actor kinds). Runs until stopped.
 sim::SimulationConfig trafficConfig(const test::TestDatabase& db) {
   sim::SimulationConfig c;
   c.connection.dsn = db.dsn();
@@ -307,6 +309,8 @@ sim::SimulationConfig trafficConfig(const test::TestDatabase& db) {
   c.crashRate = 0.02;
   c.lease = 1000ms;
   c.expireLeasesEvery = 0ms;  // stuck records stay stuck, for the stuck-records panels
+  c.reconcileEvery = 20s;
+  c.settleEvery = 30s;
   c.doubleChargeRate = 0.05;
   // Retry rates far enough apart that the sources' ratios differ by more than 2 x the tolerance
   // (declines add framework re-runs on top of frameworkRetryRate).
@@ -586,6 +590,14 @@ class TestDashboardsE2e : public QObject {
          "sum(idempotency_requests_total{" + sel + ",outcome=\"replayed\"}) > 0"},
         {"in_progress requests",
          "sum(idempotency_requests_total{" + sel + ",outcome=\"in_progress\"}) > 0"},
+        // Schema v2: the retired outcome exists from the start (no retention runs here), and the
+        // reconciler and the operator decide stuck records.
+        {"the retired outcome", "count(count by (biz_type) (idempotency_requests_total{" + sel +
+                                    ",outcome=\"retired\"})) == 3"},
+        {"reconciler decisions",
+         "sum(idempotency_transitions_total{" + sel + ",actor_kind=\"reconciler\"}) > 0"},
+        {"operator decisions",
+         "sum(idempotency_transitions_total{" + sel + ",actor_kind=\"operator\"}) > 0"},
     };
     QStringList missing;
     const bool seen = QTest::qWaitFor(
