@@ -556,6 +556,22 @@ class TestProtocol : public QObject {
                });
              }),
              23000);
+    // A PROCESSING record always has a lease.
+    QCOMPARE(
+        sqlstateOf(
+            [&] {
+              translatingErrors("update", [&] {
+                pqxx::nontransaction tx(*conn_);
+                tx.exec(
+                    "UPDATE idem.records SET lease_expires_at = NULL WHERE idempotency_key = 'p'");
+              });
+            },
+            &message),
+        23000);
+    QVERIFY2(message.find("needs a lease") != std::string::npos, message.c_str());
+    QVERIFY(
+        text("SELECT lease_expires_at IS NOT NULL FROM idem.records WHERE idempotency_key = 'p'") ==
+        "t");
     // A record is never born anything but PROCESSING, and only through idem.begin.
     QCOMPARE(sqlstateOf([&] {
                translatingErrors("insert", [&] {
