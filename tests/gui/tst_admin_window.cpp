@@ -324,12 +324,15 @@ class TestAdminWindow : public QObject {
   }
 
   void settleBecomesAvailableWhenTheLeaseEnds() {
-    auto owner = db_->connect();
-    ProtocolClient client(*owner);
-    client.begin(test::paymentRequest("pay-short", "ord-short", 3s));
     auto w = openWindow(alice_);  // auto-refresh every hour: only the lease timer can do it
     QVERIFY(ready(*w));
+    auto owner = db_->connect();
+    ProtocolClient client(*owner);
+    client.begin(test::paymentRequest("pay-short", "ord-short", 4s));
+    w->refreshNow();
     QVERIFY(selectAny(*w, "pay-short"));
+    QTRY_VERIFY(!w->recordsModel()->isLoading() && !w->attentionModel()->isLoading() &&
+                !w->selectedRecord()->isLoading());
     QVERIFY(!w->settleAction()->isEnabled());
     QVERIFY(w->detailView()->settleHint().contains(QStringLiteral("lease")));
     QSignalSpy pages(w->session(), &DatabaseSession::pageFetched);
