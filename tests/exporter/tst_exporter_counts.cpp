@@ -3,7 +3,7 @@
 // reconciliation; purging old rows never moves a counter back and keeps the unsettled records'
 // history, and a key retention retired is counted as `retired`, a hit; the reconciler's and the
 // operator's decisions are counted by actor kind; the transitions series from the start are the
-// database's own state machine; a start reads only the ratio window; promtool accepts the output,
+// database's own state machine; overcharges still owed fall back to 0 once refunded; a start reads only the ratio window; promtool accepts the output,
 // with zeros for every known label value before traffic; a collection blocked on a lock does not
 // hold up /metrics.
 #include <QProcess>
@@ -514,6 +514,58 @@ class TestExporterCounts : public QObject {
     s = e.scrape();
     QCOMPARE(value(s, "idempotency_reconciliation_mismatches{kind=\"debit_without_success\"}"),
              std::optional(1.0));
+  }
+
+  // Overcharges still owed (metrics contract v2): charges beyond an object's first, less its
+  // refunds, within one currency; back to 0 once refunded, the currency's series kept.
+  void overchargesFallBackToZeroOnceRefunded() {
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(2));
+    const std::string objects = "idempotency_overcharged_business_objects{biz_type=\"payment\"}";
+    auto amount = [](const std::string& currency) {
+      return "idempotency_overcharged_amount_minor{biz_type=\"payment\",currency=\"" + currency +
+             "\"}";
+    };
+    QCOMPARE(value(e.scrape(), objects), std::optional(0.0));
+
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    auto flow = [&](const std::string& biz, const std::string& bizId, FundFlowKind kind,
+                    std::int64_t amountMinor, const std::string& currency, const std::string& ref) {
+      client.recordFundFlow({biz, bizId, kind, amountMinor, currency, ref, {}});
+    };
+    flow("payment", "o-twice", FundFlowKind::Debit, 1000, "CNY", "gw-1");
+    flow("payment", "o-twice", FundFlowKind::Debit, 1000, "CNY", "gw-2");
+    flow("payment", "o-held", FundFlowKind::Freeze, 500, "CNY",
+         "gw-3");  // a hold, then its capture
+    flow("payment", "o-held", FundFlowKind::Capture, 500, "CNY", "gw-4");
+    flow("payment", "o-mixed", FundFlowKind::Debit, 300, "EUR", "gw-5");
+    flow("payment", "o-mixed", FundFlowKind::Capture, 300, "EUR", "gw-6");
+    flow("payment", "o-mixed", FundFlowKind::Debit, 100, "USD", "gw-7");
+    flow("refund", "r-1", FundFlowKind::Debit, 100, "CNY", "gw-8");  // not a money-moving biz type
+    flow("refund", "r-1", FundFlowKind::Debit, 100, "CNY", "gw-9");
+    QVERIFY(e.waitForCollections(2));
+    Series s = e.scrape();
+    QCOMPARE(value(s, objects), std::optional(2.0));  // o-mixed once, in two currencies
+    QCOMPARE(value(s, amount("CNY")), std::optional(1000.0));
+    QCOMPARE(value(s, amount("EUR")), std::optional(300.0));
+    QCOMPARE(value(s, amount("USD")), std::optional(100.0));
+    QCOMPARE(value(s, "idempotency_overcharged_business_objects{biz_type=\"refund\"}"),
+             std::nullopt);
+
+    flow("payment", "o-twice", FundFlowKind::Refund, 1000, "CNY", "gw-10");
+    flow("payment", "o-mixed", FundFlowKind::Refund, 100, "USD", "gw-11");
+    QVERIFY(e.waitForCollections(2));
+    s = e.scrape();
+    QCOMPARE(value(s, objects), std::optional(1.0));
+    QCOMPARE(value(s, amount("CNY")), std::optional(0.0));
+    QCOMPARE(value(s, amount("EUR")), std::optional(300.0));
+    QCOMPARE(value(s, amount("USD")), std::optional(0.0));
+    flow("payment", "o-mixed", FundFlowKind::Refund, 300, "EUR", "gw-12");
+    QVERIFY(e.waitForCollections(2));
+    s = e.scrape();
+    QCOMPARE(value(s, objects), std::optional(0.0));
+    QCOMPARE(value(s, amount("EUR")), std::optional(0.0));
   }
 
   void collectionBlockedOnALockDoesNotHoldUpMetrics() {

@@ -1,6 +1,7 @@
 #include "collectors/collector_list.hpp"
 
 #include "collectors/fund_flows_collector.hpp"
+#include "collectors/overcharges_collector.hpp"
 #include "collectors/requests_collector.hpp"
 #include "collectors/transitions_collector.hpp"
 #include "collectors/unsettled_records_collector.hpp"
@@ -20,6 +21,7 @@ CollectorSet::CollectorSet(const CollectorSettings& settings)
       std::make_unique<FundFlowsCollector>(bizTypes_, settings.reader, readStats_));
   collectors_.push_back(std::make_unique<TransitionsCollector>(settings.reader, readStats_));
   collectors_.push_back(std::make_unique<ReconciliationCollector>(settings.reconciliation));
+  collectors_.push_back(std::make_unique<OverchargesCollector>(settings.reconciliation));
 
   std::vector<std::string> stages{"connect"};
   for (const auto& c : collectors_) stages.emplace_back(c->name());
