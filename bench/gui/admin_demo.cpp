@@ -1,19 +1,21 @@
 // A demo database for the admin app, and the screenshot in docs/screenshots/.
 //
 //   idemwatch-admin-demo --db.dsn "host=... user=postgres" --seed
-//       (re)creates database idemwatch_demo, migrates it and seeds it through the protocol functions
+//       (re)creates database idemwatch_demo, migrates it and seeds it through the protocol
+//       functions
 //   idemwatch-admin-demo --db.dsn "..." --screenshot docs/screenshots/admin-main.png
 //       opens the main window as the operator alice, selects the stuck showcase record and saves
 //       the window as PNG (run it under xvfb-run for the real X11 rendering); with
 //       --settle-screenshot FILE also the settle dialog on a double DEBIT, FAILED chosen without
 //       the override: the server's money_moved refusal, the flows that count, the override box
 #include <QApplication>
+#include <QDeadlineTimer>
 #include <QDir>
+#include <QFileInfo>
 #include <QPixmap>
+#include <QPlainTextEdit>
 #include <QTabWidget>
 #include <QTimer>
-#include <QDeadlineTimer>
-#include <QFileInfo>
 #include <functional>
 #include <iostream>
 #include <pqxx/pqxx>
@@ -29,8 +31,6 @@
 #include "widgets/record_detail_view.hpp"
 #include "widgets/record_table_view.hpp"
 #include "widgets/settle_dialog.hpp"
-
-#include <QPlainTextEdit>
 
 using namespace idem;
 
@@ -60,8 +60,9 @@ int seed(const std::string& serverDsn, const std::string& database) {
   pqxx::nontransaction tx(owner);
   tx.exec("CREATE SCHEMA idem_demo");
   tx.exec_params("CREATE TABLE idem_demo.showcase AS SELECT $1::text AS key", result.showcase);
-  std::cout << "seeded " << result.records << " records into " << database << "; showcase: " << result.showcase
-            << "\nopen it with:\n  idemwatch-admin --db.dsn \"" << dsn << " user=alice\"\n";
+  std::cout << "seeded " << result.records << " records into " << database
+            << "; showcase: " << result.showcase << "\nopen it with:\n  idemwatch-admin --db.dsn \""
+            << dsn << " user=alice\"\n";
   return 0;
 }
 
@@ -85,7 +86,8 @@ int settleScreenshot(admin::MainWindow& window, const std::string& key, const QS
   if (!waitFor([&] { return dialog->outcome().has_value(); }, 10000)) return 1;
   waitFor([] { return false; }, 300);
   if (!dialog->grab().save(file)) return 1;
-  std::cout << "wrote " << file.toStdString() << " (" << dialog->width() << "x" << dialog->height() << ")\n";
+  std::cout << "wrote " << file.toStdString() << " (" << dialog->width() << "x" << dialog->height()
+            << ")\n";
   dialog->reject();
   return 0;
 }
@@ -131,13 +133,15 @@ int screenshot(const std::string& serverDsn, const std::string& database, const 
     std::cerr << "cannot write " << file.toStdString() << "\n";
     return 1;
   }
-  std::cout << "wrote " << file.toStdString() << " (" << window.width() << "x" << window.height() << ")\n";
+  std::cout << "wrote " << file.toStdString() << " (" << window.width() << "x" << window.height()
+            << ")\n";
   if (settleFile.isEmpty()) return 0;
   std::string doubleDebit;
   {
     pqxx::connection owner(dsn);
     const auto r = pqxx::nontransaction(owner).exec(
-        "SELECT r.idempotency_key FROM idem.records r JOIN idem.fund_flows f USING (biz_type, biz_id) "
+        "SELECT r.idempotency_key FROM idem.records r JOIN idem.fund_flows f USING (biz_type, "
+        "biz_id) "
         "WHERE r.status = 'UNKNOWN' AND f.duplicate_of IS NOT NULL LIMIT 1");
     if (r.empty()) return 1;
     doubleDebit = r[0][0].c_str();
