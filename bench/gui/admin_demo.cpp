@@ -7,11 +7,13 @@
 //       opens the main window as the operator alice, selects the stuck showcase record and saves
 //       the window as PNG (run it under xvfb-run for the real X11 rendering); with
 //       --settle-screenshot FILE also the settle dialog on a double DEBIT, FAILED chosen without
-//       the override: the server's money_moved refusal, the flows that count, the override box
+//       the override: the server's money_moved refusal, the flows that count, the override box;
+//       with --correct-screenshot FILE the dialog correcting a FAILED payment to SUCCESS
 #include <QApplication>
 #include <QDeadlineTimer>
 #include <QDir>
 #include <QFileInfo>
+#include <QLineEdit>
 #include <QPixmap>
 #include <QPlainTextEdit>
 #include <QTabWidget>
@@ -29,6 +31,7 @@
 #include "models/selected_record.hpp"
 #include "widgets/main_window.hpp"
 #include "widgets/record_detail_view.hpp"
+#include "widgets/record_filter_bar.hpp"
 #include "widgets/record_table_view.hpp"
 #include "widgets/settle_dialog.hpp"
 
@@ -92,8 +95,34 @@ int settleScreenshot(admin::MainWindow& window, const std::string& key, const QS
   return 0;
 }
 
+// The dialog on a FAILED payment: only the correction to SUCCESS is offered. Nothing is sent.
+int correctScreenshot(admin::MainWindow& window, const std::string& key, const QString& file) {
+  window.showRecords();
+  window.filterBar()->keyEdit()->setText(QString::fromStdString(key));
+  window.filterBar()->applyNow();
+  if (!waitFor([&] { return window.recordsModel()->rowOfKey(key) >= 0; }, 10000) ||
+      !window.selectRecord(QString::fromStdString(key)) ||
+      !waitFor([&] { return window.settleAction()->isEnabled(); }, 10000)) {
+    std::cerr << "cannot select " << key << "\n";
+    return 1;
+  }
+  admin::SettleDialog* dialog = window.openSettleDialog();
+  if (dialog == nullptr || !dialog->isCorrection()) return 1;
+  dialog->findChild<QPlainTextEdit*>(QStringLiteral("settleReason"))
+      ->setPlainText(QStringLiteral("gateway statement line 2213: captured after the decline"));
+  dialog->findChild<QLineEdit*>(QStringLiteral("settleGatewayRef"))
+      ->setText(QStringLiteral("gw-2213-late"));
+  if (!waitFor([&] { return !dialog->warnings().isEmpty(); }, 10000)) return 1;
+  waitFor([] { return false; }, 300);
+  if (!dialog->grab().save(file)) return 1;
+  std::cout << "wrote " << file.toStdString() << " (" << dialog->width() << "x" << dialog->height()
+            << ")\n";
+  dialog->reject();
+  return 0;
+}
+
 int screenshot(const std::string& serverDsn, const std::string& database, const QString& file,
-               const QString& settleFile) {
+               const QString& settleFile, const QString& correctFile) {
   const std::string dsn = serverDsn + " dbname=" + database;
   std::string showcase;
   {
@@ -146,7 +175,18 @@ int screenshot(const std::string& serverDsn, const std::string& database, const 
     if (r.empty()) return 1;
     doubleDebit = r[0][0].c_str();
   }
-  return settleScreenshot(window, doubleDebit, settleFile);
+  if (settleScreenshot(window, doubleDebit, settleFile) != 0) return 1;
+  if (correctFile.isEmpty()) return 0;
+  std::string failed;
+  {
+    pqxx::connection owner(dsn);
+    const auto r = pqxx::nontransaction(owner).exec(
+        "SELECT idempotency_key FROM idem.records WHERE status = 'FAILED' AND biz_type = 'payment' "
+        "AND NOT retry_allowed ORDER BY updated_at DESC LIMIT 1");
+    if (r.empty()) return 1;
+    failed = r[0][0].c_str();
+  }
+  return correctScreenshot(window, failed, correctFile);
 }
 
 }  // namespace
@@ -159,6 +199,8 @@ int main(int argc, char* argv[]) {
       {"screenshot", true, "FILE", "save the main window, a stuck record selected, as PNG"},
       {"settle-screenshot", true, "FILE",
        "with --screenshot: also the settle dialog refusing FAILED while money moved"},
+      {"correct-screenshot", true, "FILE",
+       "with --settle-screenshot: also the dialog correcting a FAILED payment to SUCCESS"},
       {"help", false, "", "this help"},
   };
   try {
@@ -174,7 +216,8 @@ int main(int argc, char* argv[]) {
     if (auto file = flags.value("screenshot")) {
       QApplication app(argc, argv);
       return screenshot(serverDsn, database, QString::fromStdString(*file),
-                        QString::fromStdString(flags.valueOr("settle-screenshot", "")));
+                        QString::fromStdString(flags.valueOr("settle-screenshot", "")),
+                        QString::fromStdString(flags.valueOr("correct-screenshot", "")));
     }
     return 0;
   } catch (const UsageError& e) {
