@@ -168,3 +168,6 @@ DROP FUNCTION idem.records_created();
 CREATE TRIGGER records_guard
     BEFORE INSERT OR UPDATE ON idem.records
     FOR EACH ROW EXECUTE FUNCTION idem.records_guard();
+
+COMMENT ON FUNCTION idem.records_guard() IS
+    'The records trigger (BEFORE INSERT OR UPDATE, schema contract v2): records are created only by idem.begin, in PROCESSING at version 1 with a lease; every status change is checked against idem.transition_allowed and the row''s conditions (lease, retry_allowed, money moved, a reason, a reconciler''s evidence), gets version + 1 and its row in idem.transitions.';

@@ -720,3 +720,16 @@ COMMENT ON FUNCTION idem.purge_retired(interval) IS
 
 COMMENT ON FUNCTION idem.expire_leases() IS
     'PROCESSING past its lease becomes UNKNOWN (actor kind system), for the reconciler or a person, never an automatic re-run; returns how many. Rows being changed right now are skipped.';
+
+COMMENT ON FUNCTION idem.record_fund_flow(text, text, text, bigint, text, text, text) IS
+    'Ingest one line of the gateway''s ledger: returns flow_id, is_duplicate (a different external_ref for an object and kind that had a flow: the double charge, recorded and flagged) and already_recorded (the same external_ref again: nothing written). biz_type and biz_id have begin''s bounds (22023).';
+COMMENT ON FUNCTION idem.act(text, text, text) IS
+    'Internal: sets who acts and why (idem.actor_kind, idem.reason, idem.evidence) for the records trigger, transaction-local.';
+COMMENT ON FUNCTION idem.token_hash(uuid) IS
+    'The stored form of a claim token: sha256(uuid_send(token)), in records.claim_token_hash.';
+COMMENT ON FUNCTION idem.claimant_refusal(text, integer, uuid) IS
+    'Internal: why complete/fail/mark_unknown changed nothing: not_found, not_claimant (status and version NULL), conflict or invalid_transition.';
+COMMENT ON FUNCTION idem.check_decision(text, text, text, jsonb) IS
+    'Internal: the bounds of a settle or resolve (to_status, reason not blank and at most 2000 characters, evidence at most 64 KiB), 22023 naming the field and the limit.';
+COMMENT ON FUNCTION idem.decide(text, text, integer, text, text, jsonb, boolean) IS
+    'Internal: the one decision path of settle (operator) and resolve (reconciler): locks the record, answers not_found, conflict, invalid_transition, lease_active or money_moved, else changes it.';
