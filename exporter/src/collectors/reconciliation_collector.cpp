@@ -17,10 +17,12 @@ namespace {
 // "Money moved". Both queries count them alike.
 
 // DEBIT and CAPTURE flows in the window (BRIN on created_at), per business object, each probed
-// against the one SUCCESS record a business object may have (unique partial index
+// against the one SUCCESS record a business object may have (the unique partial index
+// records_one_live_per_biz, whose predicate status = 'SUCCESS' implies; version 1 also had
 // records_one_success_per_biz). %TOMBSTONE% is empty on a version-1 schema; from version 2 on it
-// also accepts the tombstone that retention left of a purged SUCCESS record (idem.retired_keys):
-// a business object that succeeded stays succeeded when its record is removed.
+// also accepts the tombstone that retention left of a purged SUCCESS record (idem.retired_keys,
+// probed through retired_keys_paid_biz): a business object that succeeded stays succeeded when
+// its record is removed.
 constexpr std::string_view kDebitWithoutSuccess = R"SQL(
 SELECT count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM idem.records r
                                            WHERE r.biz_type = d.biz_type AND r.biz_id = d.biz_id
