@@ -165,8 +165,9 @@ BEGIN
 
     v_token := gen_random_uuid();
     v_token_hash := idem.token_hash(v_token);
-    -- The trigger admits an INSERT only under this mark (sql/007_v2_state_machine.sql).
-    PERFORM set_config('idem.creating', p_key, true);
+    -- The trigger admits an INSERT only under this mark (sql/007_v2_state_machine.sql). An
+    -- assignment, which PL/pgSQL evaluates as a simple expression; PERFORM would run a query.
+    v_ctx := set_config('idem.creating', p_key, true);
 
     -- A few rounds at most: a round only repeats when the row we conflicted with vanished (retention)
     -- or was re-claimed by a concurrent caller between our statements.
