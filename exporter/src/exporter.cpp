@@ -48,6 +48,7 @@ Exporter::Exporter(const ExporterOptions& options) {
   settings.reconciliation.window = options.reconcileWindow;
   settings.reconciliation.grace = options.reconcileGrace;
   settings.reconciliation.bizTypes = options.reconcileBizTypes;
+  settings.maxBizTypes = options.maxBizTypes;
   collectors_ = std::make_shared<CollectorSet>(settings);
 
   web_ = std::make_unique<WebServer>(web, collectors_);

@@ -93,6 +93,8 @@ reconciliation) for Prometheus, reading new rows incrementally.
   --reconcile-grace=DUR         ignore what is younger than this (default 5m)
   --reconcile-biz-types=LIST    comma-separated biz types that move money (default payment)
   --max-tracked-gaps=N          per table, ids awaiting their row (default 100000)
+  --max-biz-types=N             biz_type label values kept; further ones count as "other"
+                                (default 100; --reconcile-biz-types are always kept)
   --version                     print the version and exit
   -h, --help                    print this help and exit
 )";
@@ -153,6 +155,20 @@ CommandLine parseCommandLine(const std::vector<std::string>& arguments) {
        }},
       {"--reconcile-biz-types",
        [&](const std::string& f, const std::string& v) { o.reconcileBizTypes = listValue(f, v); }},
+      {"--max-biz-types",
+       [&](const std::string& f, const std::string& v) {
+         std::size_t used = 0;
+         unsigned long n = 0;
+         try {
+           n = std::stoul(v, &used);
+         } catch (const std::exception&) {
+           used = 0;
+         }
+         if (used != v.size() || v.empty() || n < 1 || n > 100'000) {
+           throw UsageError(f + ": \"" + v + "\" is not a number between 1 and 100000");
+         }
+         o.maxBizTypes = n;
+       }},
       {"--max-tracked-gaps",
        [&](const std::string& f, const std::string& v) {
          std::size_t used = 0;

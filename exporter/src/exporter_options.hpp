@@ -31,6 +31,9 @@ struct ExporterOptions {
   milliseconds reconcileWindow{24 * 3600'000};
   milliseconds reconcileGrace{5 * 60'000};
   std::vector<std::string> reconcileBizTypes{"payment"};
+  // Distinct biz_type label values kept (first come first kept, reconcileBizTypes always);
+  // further ones are counted under biz_type="other".
+  std::size_t maxBizTypes = 100;
 
   // Ids below the high-water mark whose rows are not visible yet, per table (see
   // incremental_reader.hpp). Past this, the oldest are given up and counted as abandoned.

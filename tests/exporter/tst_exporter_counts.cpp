@@ -3,13 +3,15 @@
 // reconciliation; purging old rows never moves a counter back and keeps the unsettled records'
 // history, and a key retention retired is counted as `retired`, a hit; the reconciler's and the
 // operator's decisions are counted by actor kind; the transitions series from the start are the
-// database's own state machine; overcharges still owed fall back to 0 once refunded; a start reads only the ratio window; promtool accepts the output,
-// with zeros for every known label value before traffic; a collection blocked on a lock does not
-// hold up /metrics.
+// database's own state machine; overcharges still owed fall back to 0 once refunded; the biz_type
+// label is bounded by --max-biz-types; a start reads only the ratio window; promtool accepts the
+// output, with zeros for every known label value before traffic; a collection blocked on a lock
+// does not hold up /metrics.
 #include <QProcess>
 #include <QStandardPaths>
 #include <QtTest>
 #include <pqxx/pqxx>
+#include <set>
 
 #include "collectors/transition_table.hpp"
 #include "exporter_harness.hpp"
@@ -566,6 +568,51 @@ class TestExporterCounts : public QObject {
     s = e.scrape();
     QCOMPARE(value(s, objects), std::optional(0.0));
     QCOMPARE(value(s, amount("EUR")), std::optional(0.0));
+  }
+
+  // The biz_type label is bounded (--max-biz-types, first come first kept, the money-moving ones
+  // always kept): the rows of further biz types count under "other" and in the overflow counter.
+  void bizTypesBeyondTheBoundAreCountedAsOther() {
+    auto options = testOptions(db_->dsn());
+    options.maxBizTypes = 2;
+    RunningExporter e(options);
+    QVERIFY(e.waitForCollections(1));
+    QCOMPARE(value(e.scrape(), "idempotency_exporter_biz_types_overflow_total"),
+             std::optional(0.0));
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    auto claim = [&](const std::string& biz, const std::string& key) {
+      QCOMPARE(client.begin(beginRequest(key, biz, "o-" + key)).outcome, Outcome::Executed);
+    };
+    claim("b1", "k-1");
+    claim("b2", "k-2");
+    claim("payment", "k-p");
+    QVERIFY(e.waitForCollections(2));  // b1 and b2 came first: kept
+    claim("b3", "k-3");
+    claim("b4", "k-4");
+    claim("b4", "k-5");
+    client.recordFundFlow({"b3", "o-k-3", FundFlowKind::Debit, 100, "CNY", "gw-3", {}});
+    client.recordFundFlow({"b1", "o-k-1", FundFlowKind::Debit, 100, "CNY", "gw-1", {}});
+    QVERIFY(e.waitForCollections(2));
+
+    const Series s = e.scrape();
+    for (const char* biz : {"b1", "b2", "payment"}) {
+      QCOMPARE(value(s, requestsKey(biz, "initial", "executed")), std::optional(1.0));
+    }
+    QCOMPARE(value(s, requestsKey("other", "initial", "executed")), std::optional(3.0));
+    QCOMPARE(value(s, requestsKey("b3", "initial", "executed")), std::nullopt);
+    QCOMPARE(value(s, fundFlowsKey("other", "DEBIT")), std::optional(1.0));
+    QCOMPARE(value(s, fundFlowsKey("b1", "DEBIT")), std::optional(1.0));
+    QCOMPARE(value(s, "idempotency_records{biz_type=\"other\",status=\"PROCESSING\"}"),
+             std::optional(3.0));
+    QCOMPARE(value(s, "idempotency_exporter_biz_types_overflow_total"), std::optional(4.0));
+    std::set<std::string> labels;
+    for (const auto& [key, v] : s) {
+      const auto at = key.find("biz_type=\"");
+      if (at == std::string::npos) continue;
+      labels.insert(key.substr(at + 10, key.find('"', at + 10) - at - 10));
+    }
+    QCOMPARE(labels, (std::set<std::string>{"b1", "b2", "other", "payment"}));
   }
 
   void collectionBlockedOnALockDoesNotHoldUpMetrics() {

@@ -5,9 +5,9 @@
 #include <QTcpServer>
 #include <QtTest>
 
-#include "idem/duration.hpp"
 #include "exporter_harness.hpp"
 #include "exporter_options.hpp"
+#include "idem/duration.hpp"
 #include "pg_cluster.hpp"
 
 using namespace idem;
@@ -113,6 +113,8 @@ class TestExporterFlags : public QObject {
         usageError({"--reconcile-grace=1h", "--reconcile-window=30m"}).find("must be shorter") !=
         std::string::npos);
     QVERIFY(usageError({"--max-tracked-gaps=lots"}).find("--max-tracked-gaps") !=
+            std::string::npos);
+    QVERIFY(usageError({"--max-biz-types=0"}).find("--max-biz-types: \"0\" is not a number") !=
             std::string::npos);
     QVERIFY(usageError({"--db.dsn"}).find("--db.dsn needs a value") != std::string::npos);
   }

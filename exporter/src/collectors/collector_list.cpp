@@ -9,11 +9,10 @@
 namespace idem::exporter {
 
 CollectorSet::CollectorSet(const CollectorSettings& settings)
-    : bizTypes_(std::make_shared<BizTypes>()),
+    // Biz types that move money are always kept and have series from the first scrape, before
+    // any row names them.
+    : bizTypes_(std::make_shared<BizTypes>(settings.maxBizTypes, settings.reconciliation.bizTypes)),
       readStats_({"attempts", "fund_flows", "transitions"}) {
-  // Biz types that move money have series from the first scrape, before any row names them.
-  for (const std::string& biz : settings.reconciliation.bizTypes) bizTypes_->intern(biz);
-
   collectors_.push_back(std::make_unique<UnsettledRecordsCollector>(bizTypes_));
   collectors_.push_back(
       std::make_unique<RequestsCollector>(bizTypes_, settings.reader, readStats_));
@@ -25,7 +24,7 @@ CollectorSet::CollectorSet(const CollectorSettings& settings)
 
   std::vector<std::string> stages{"connect"};
   for (const auto& c : collectors_) stages.emplace_back(c->name());
-  auto health = std::make_unique<SelfHealthCollector>(readStats_, stages);
+  auto health = std::make_unique<SelfHealthCollector>(readStats_, *bizTypes_, stages);
   health_ = health.get();
   collectors_.push_back(std::move(health));
 }

@@ -20,6 +20,7 @@ namespace idem::exporter {
 struct CollectorSettings {
   ReaderLimits reader;  // window = --ratio-window
   ReconciliationSettings reconciliation;
+  std::size_t maxBizTypes = 100;  // --max-biz-types
 };
 
 class CollectorSet : public prometheus::Collectable {

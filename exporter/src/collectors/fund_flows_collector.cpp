@@ -51,8 +51,10 @@ void FundFlowsCollector::take(const pqxx::row& row, RowOrigin origin) {
     return;
   }
   const bool duplicate = row[4].as<bool>();
-  const std::size_t biz = bizTypes_->intern(row[2].c_str());
+  bool overflow = false;
+  const std::size_t biz = bizTypes_->intern(row[2].c_str(), &overflow);
   if (origin != RowOrigin::BeforeStart) {
+    if (overflow) bizTypes_->countOverflow();
     if (counts_.size() <= biz) counts_.resize(biz + 1);
     const std::size_t k = cellOf(*kind);
     ++counts_[biz].flows[k];

@@ -71,7 +71,9 @@ void RequestsCollector::take(const pqxx::row& row, RowOrigin origin) {
     return;
   }
   if (origin != RowOrigin::BeforeStart) {
-    const std::size_t biz = bizTypes_->intern(row[2].c_str());
+    bool overflow = false;
+    const std::size_t biz = bizTypes_->intern(row[2].c_str(), &overflow);
+    if (overflow) bizTypes_->countOverflow();
     if (counts_.size() <= biz) counts_.resize(biz + 1, Cells{});
     ++counts_[biz][cell(*source, *outcome)];
   } else {

@@ -10,9 +10,9 @@ const std::vector<double> kDurationBounds{0.001, 0.0025, 0.005, 0.01, 0.025, 0.0
 
 }  // namespace
 
-SelfHealthCollector::SelfHealthCollector(const ReadStats& readStats,
+SelfHealthCollector::SelfHealthCollector(const ReadStats& readStats, const BizTypes& bizTypes,
                                          std::vector<std::string> stages)
-    : readStats_(readStats), buckets_(kDurationBounds.size(), 0) {
+    : readStats_(readStats), bizTypes_(bizTypes), buckets_(kDurationBounds.size(), 0) {
   for (std::string& s : stages) errors_.emplace(std::move(s), 0);
 }
 
@@ -70,6 +70,11 @@ void SelfHealthCollector::collect(std::vector<prometheus::MetricFamily>& out) co
                              "committed late and was counted), expired (proven never to fill), "
                              "abandoned (over --max-tracked-gaps; a late row would be missed).",
                              MetricType::Counter);
+  auto overflow = makeFamily("idempotency_exporter_biz_types_overflow_total",
+                             "Rows (requests, fund flows) counted under biz_type=\"other\" "
+                             "because --max-biz-types distinct biz types were already kept.",
+                             MetricType::Counter);
+  addSample(overflow, {}, static_cast<double>(bizTypes_.overflowRows()));
   auto build =
       makeFamily("idempotency_exporter_build_info",
                  "Version and git revision of idemwatch-exporter; always 1.", MetricType::Gauge);
@@ -92,7 +97,7 @@ void SelfHealthCollector::collect(std::vector<prometheus::MetricFamily>& out) co
               static_cast<double>(t.gapsAbandoned.load()));
   }
   addSample(build, {{"version", IDEMWATCH_VERSION}, {"revision", IDEMWATCH_REVISION}}, 1);
-  for (auto* f : {&dbUp, &duration, &errors, &last, &rows, &gaps, &resolved, &build}) {
+  for (auto* f : {&dbUp, &duration, &errors, &last, &rows, &gaps, &resolved, &overflow, &build}) {
     out.push_back(std::move(*f));
   }
 }

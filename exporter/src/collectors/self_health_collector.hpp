@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "collectors/biz_types.hpp"
 #include "collectors/collector.hpp"
 #include "read_stats.hpp"
 
@@ -17,7 +18,8 @@ namespace idem::exporter {
 
 class SelfHealthCollector : public Collector {
  public:
-  SelfHealthCollector(const ReadStats& readStats, std::vector<std::string> stages);
+  SelfHealthCollector(const ReadStats& readStats, const BizTypes& bizTypes,
+                      std::vector<std::string> stages);
 
   std::string_view name() const override { return "self_health"; }
   void update(pqxx::connection&) override {}
@@ -31,6 +33,7 @@ class SelfHealthCollector : public Collector {
 
  private:
   const ReadStats& readStats_;
+  const BizTypes& bizTypes_;
   mutable std::mutex mutex_;
   std::map<std::string, std::uint64_t> errors_;
   bool dbUp_ = false;

@@ -57,17 +57,17 @@ void UnsettledRecordsCollector::update(pqxx::connection& connection) {
   }
   State next;
   for (const pqxx::row& row : tx.exec(kUnsettled)) {
-    const std::string biz = row[0].c_str();
+    // Past --max-biz-types, several biz types share the label "other": their counts add up.
+    const std::string biz = bizTypes_->labelOf(row[0].c_str());
     const std::string status = row[1].c_str();
     const auto count = row[2].as<double>();
     const auto age = row[4].as<double>();
-    bizTypes_->intern(biz);
     if (status == "PROCESSING") {
-      next.processing[biz] = count;
-      next.stuck[biz] = row[3].as<double>();
+      next.processing[biz] += count;
+      next.stuck[biz] += row[3].as<double>();
       next.oldestProcessing = std::max(next.oldestProcessing, age);
     } else {
-      next.unknown[biz] = count;
+      next.unknown[biz] += count;
       next.oldestUnknown = std::max(next.oldestUnknown, age);
     }
   }
