@@ -322,6 +322,61 @@ class TestConcurrency : public QObject {
              (long long)kKeys);
   }
 
+  // Retention racing late retries of the keys it removes, and new keys for their paid objects:
+  // whichever commits first, a retry is replayed (record still there), retired (tombstone) or
+  // rejected, never executed again.
+  void purgeRacingLateRetriesNeverRunsAKeyAgain() {
+    constexpr int kBatches = 20, kPerBatch = 10;
+    {
+      auto conn = db_->connect();
+      ProtocolClient c(*conn);
+      for (int b = 0; b < kBatches; ++b) {
+        for (int k = 0; k < kPerBatch; ++k) {
+          const std::string key = "p-" + std::to_string(b) + "-" + std::to_string(k);
+          const BeginResult r = c.begin(request(key, "order-" + key));
+          QVERIFY(c.complete(key, 1, "{}", *r.claimToken).ok());
+        }
+      }
+    }
+    // Batch b is 40 + b days old: round r removes batch kBatches - 1 - r.
+    db_->exec(
+        "ALTER TABLE idem.records DISABLE TRIGGER records_guard; "
+        "UPDATE idem.records SET updated_at = now() - (40 + split_part(idempotency_key, '-', "
+        "2)::int) * interval '1 day'; "
+        "ALTER TABLE idem.records ENABLE TRIGGER records_guard;");
+    std::atomic<int> executed{0}, unexpected{0};
+    Racers racers(*db_, 6);
+    racers.race(kBatches, [&](ProtocolClient& c, int worker, int round) {
+      const int batch = kBatches - 1 - round;
+      if (worker == 0) {
+        pqxx::connection conn(db_->dsn());
+        pqxx::nontransaction tx(conn);
+        tx.exec_params("SELECT * FROM idem.purge($1::interval)",
+                       std::to_string(39 + batch) + " days 12 hours");
+        return;
+      }
+      for (int k = 0; k < kPerBatch; ++k) {
+        const std::string key = "p-" + std::to_string(batch) + "-" + std::to_string(k);
+        const std::string sameOrNew =
+            worker % 2 == 0 ? key : key + "-new-" + std::to_string(worker);
+        BeginRequest r = request(sameOrNew, "order-" + key);
+        r.source = TriggerSource::Llm;
+        const Outcome o = c.begin(r).outcome;
+        if (o == Outcome::Executed) executed.fetch_add(1);
+        if (o != Outcome::Replayed && o != Outcome::Retired && o != Outcome::Rejected)
+          unexpected.fetch_add(1);
+      }
+    });
+    QCOMPARE(executed.load(), 0);
+    QCOMPARE(unexpected.load(), 0);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.retired_keys WHERE status = 'SUCCESS'"),
+             (long long)kBatches * kPerBatch);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed' AND "
+                         "idempotency_key LIKE '%-new-%'"),
+             0LL);
+  }
+
  private:
   // kKeys records claimed with a lease that has ended; their claim tokens.
   std::vector<std::string> claimExpired(const std::string& prefix, int keys) {

@@ -893,6 +893,50 @@ class TestProtocol : public QObject {
              0LL);
   }
 
+  // While a purge holds its lock, begin cannot check a new key inside its insert (the purge may
+  // commit between its statements) and checks it by a statement of its own: same answers.
+  void beginWhilePurgeRunsChecksTheSlowWay() {
+    std::string t = claim(request("gone", "og"));
+    QVERIFY(client_->complete("gone", 1, "{}", t).ok());
+    db_->exec(
+        "ALTER TABLE idem.records DISABLE TRIGGER records_guard; "
+        "UPDATE idem.records SET updated_at = now() - interval '40 days'; "
+        "ALTER TABLE idem.records ENABLE TRIGGER records_guard;");
+    QCOMPARE(count("SELECT tombstones_written FROM idem.purge(interval '30 days')"), 1LL);
+    t = claim(request("failed", "of"));
+    QVERIFY(client_->fail("failed", 1, "declined", t).ok());
+    client_->recordFundFlow({"payment", "of", FundFlowKind::Debit, 10, "CNY", "gw-of", "failed"});
+
+    auto purger = db_->connect();
+    pqxx::work held(*purger);
+    held.exec("SELECT pg_advisory_xact_lock(7347261900532)");  // as idem.purge does
+    const BeginResult fresh = client_->begin(request("fresh", "ofresh"));
+    QCOMPARE(fresh.outcome, Outcome::Executed);
+    QVERIFY(fresh.claimToken);
+    QCOMPARE(client_->begin(request("gone", "og", TriggerSource::Llm)).outcome, Outcome::Retired);
+    QCOMPARE(client_->begin(request("gone-2", "og", TriggerSource::Llm)).outcome,
+             Outcome::Rejected);
+    QCOMPARE(client_->begin(request("failed-2", "of", TriggerSource::Llm)).outcome,
+             Outcome::Rejected);
+    held.commit();
+    QVERIFY(client_->complete("fresh", 1, "{}", *fresh.claimToken).ok());
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key IN ('gone', 'gone-2', "
+                   "'failed-2')"),
+             0LL);
+    // No history for what was not run (the retired key's own, older history stays as purge left
+    // it).
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key IN ('gone-2', "
+                   "'failed-2') OR (idempotency_key = 'gone' AND version = 1 AND id > (SELECT "
+                   "min(id) FROM idem.transitions WHERE idempotency_key = 'gone'))"),
+             0LL);
+    // And the fast path gives the same answers.
+    QCOMPARE(client_->begin(request("gone", "og", TriggerSource::Llm)).outcome, Outcome::Retired);
+    QCOMPARE(client_->begin(request("gone-3", "og", TriggerSource::Llm)).outcome,
+             Outcome::Rejected);
+    QCOMPARE(client_->begin(request("failed-3", "of", TriggerSource::Llm)).outcome,
+             Outcome::Rejected);
+  }
+
   void purgeRemovesOnlyOldTerminalRowsAndLeavesTombstones() {
     std::string t = claim(request("old", "o1"));
     QVERIFY(client_->complete("old", 1, "{}", t).ok());
