@@ -36,9 +36,14 @@ class TestVocabulary : public QObject {
     QCOMPARE(QString::fromStdString(spellings<TriggerSource>()),
              QStringLiteral("initial, llm, framework, http or callback"));
     QCOMPARE(QString::fromStdString(spellings<Outcome>()),
-             QStringLiteral("executed, replayed, in_progress, payload_mismatch or rejected"));
+             QStringLiteral("executed, replayed, in_progress, payload_mismatch, rejected or retired"));
     QCOMPARE(QString::fromStdString(spellings<FundFlowKind>()),
              QStringLiteral("DEBIT, CREDIT, REFUND, FREEZE, UNFREEZE or CAPTURE"));
+    QCOMPARE(QString::fromStdString(spellings<ActorKind>()),
+             QStringLiteral("system, operator or reconciler"));
+    QCOMPARE(QString::fromStdString(spellings<ResultCode>()),
+             QStringLiteral("ok, conflict, invalid_transition, not_found, not_claimant, "
+                            "lease_active or money_moved"));
   }
 
   void unknownValueNamesTheValueAndTheVocabulary() {
@@ -60,6 +65,8 @@ class TestVocabulary : public QObject {
     QVERIFY(!isHit(Outcome::Executed));
     QVERIFY(!isHit(Outcome::PayloadMismatch));
     QVERIFY(!isHit(Outcome::Rejected));
+    // v2: a retired key is a retry the layer stopped, as surely as a replay.
+    QVERIFY(isHit(Outcome::Retired));
     QVERIFY(isUnsettled(RecordStatus::Processing));
     QVERIFY(isUnsettled(RecordStatus::Unknown));
     QVERIFY(!isUnsettled(RecordStatus::Success));
