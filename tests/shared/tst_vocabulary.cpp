@@ -35,8 +35,9 @@ class TestVocabulary : public QObject {
              QStringLiteral("PROCESSING, SUCCESS, FAILED or UNKNOWN"));
     QCOMPARE(QString::fromStdString(spellings<TriggerSource>()),
              QStringLiteral("initial, llm, framework, http or callback"));
-    QCOMPARE(QString::fromStdString(spellings<Outcome>()),
-             QStringLiteral("executed, replayed, in_progress, payload_mismatch, rejected or retired"));
+    QCOMPARE(
+        QString::fromStdString(spellings<Outcome>()),
+        QStringLiteral("executed, replayed, in_progress, payload_mismatch, rejected or retired"));
     QCOMPARE(QString::fromStdString(spellings<FundFlowKind>()),
              QStringLiteral("DEBIT, CREDIT, REFUND, FREEZE, UNFREEZE or CAPTURE"));
     QCOMPARE(QString::fromStdString(spellings<ActorKind>()),
@@ -82,10 +83,13 @@ class TestVocabulary : public QObject {
       pqxx::nontransaction tx(*conn);
       const auto r = tx.exec_params(
           "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1", constraint);
-      if (r.empty()) return QStringList{QStringLiteral("<no constraint ") + QString::fromStdString(constraint) + ">"};
+      if (r.empty())
+        return QStringList{QStringLiteral("<no constraint ") + QString::fromStdString(constraint) +
+                           ">"};
       QStringList words;
       static const QRegularExpression quoted(QStringLiteral("'([A-Za-z_]+)'"));
-      for (const auto& m : quoted.globalMatch(QString::fromUtf8(r[0][0].c_str()))) words << m.captured(1);
+      for (const auto& m : quoted.globalMatch(QString::fromUtf8(r[0][0].c_str())))
+        words << m.captured(1);
       words.sort();
       return words;
     };
