@@ -90,8 +90,14 @@ fresh_root_inner() {
   mount -t tmpfs -o mode=1777 shm "$root/dev/shm"
   mkdir -p "$IDEMWATCH_FRESH_CACHE/apt-archives/partial"
   mount --bind "$IDEMWATCH_FRESH_CACHE/apt-archives" "$root/var/cache/apt/archives"
+  # A clean environment, but for the machine's network settings (proxies, CA bundles).
+  local passed=() name
+  for name in http_proxy https_proxy no_proxy HTTP_PROXY HTTPS_PROXY NO_PROXY SSL_CERT_FILE \
+    SSL_CERT_DIR NODE_EXTRA_CA_CERTS CURL_CA_BUNDLE REQUESTS_CA_BUNDLE GIT_SSL_CAINFO; do
+    [ -n "${!name:-}" ] && passed+=("$name=${!name}")
+  done
   chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 \
-    TERM="${TERM:-dumb}" CI="${CI:-}" "$@"
+    TERM="${TERM:-dumb}" CI="${CI:-}" "${passed[@]}" "$@"
 }
 
 fresh_root_run() {
@@ -107,6 +113,15 @@ fresh_root_run() {
     rm -f "$root/etc/apt/sources.list"
     cp /etc/apt/sources.list.d/*.sources "$root/etc/apt/sources.list.d/"
   fi
+  # The network's trust as this machine has it: the CA bundle (which may hold a certificate the
+  # network's proxy presents, beyond Debian's own) and npm's global settings. Kept as a local CA
+  # too, so that a later update-ca-certificates in the root keeps it.
+  if [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+    mkdir -p "$root/usr/local/share/ca-certificates"
+    cp /etc/ssl/certs/ca-certificates.crt "$root/usr/local/share/ca-certificates/host-trust.crt"
+    cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
+  fi
+  [ -f /etc/npmrc ] && cp /etc/npmrc "$root/etc/npmrc"
   # apt keeps what it downloads (Debian's default); the cache folder is shared between runs.
   echo 'Binary::apt::APT::Keep-Downloaded-Packages "true";' >"$root/etc/apt/apt.conf.d/10keep"
   # The checkout as it is (tracked and untracked files, not ignored ones such as build trees).
