@@ -24,7 +24,9 @@ const char* orNull(const std::optional<std::string>& value) {
 }
 
 // An empty token is no token: the database answers not_claimant rather than a uuid syntax error.
-const char* orNull(const std::string& token) { return token.empty() ? nullptr : token.c_str(); }
+const char* orNull(const std::string& token) {
+  return token.empty() ? nullptr : token.c_str();
+}
 
 template <typename E>
 std::optional<E> optionalEnum(const pqxx::field& field) {
@@ -46,16 +48,21 @@ ProtocolClient::ProtocolClient(pqxx::connection& connection) : connection_(conne
   connection_.prepare(kBegin,
                       "SELECT outcome, status, version, response_payload, claim_token::text "
                       "FROM idem.begin($1, $2, $3, $4, $5, $6, $7::jsonb, $8::interval, $9, $10)");
-  connection_.prepare(kComplete, "SELECT result, status, version FROM idem.complete("
-                                 "$1, $2, $3::jsonb, $4::uuid)");
-  connection_.prepare(kFail, "SELECT result, status, version FROM idem.fail("
-                             "$1, $2, $3, $4::uuid, $5::boolean)");
-  connection_.prepare(kMarkUnknown, "SELECT result, status, version FROM idem.mark_unknown("
-                                    "$1, $2, $3, $4::uuid)");
-  connection_.prepare(kSettle, "SELECT result, status, version FROM idem.settle("
-                               "$1, $2, $3, $4, $5::jsonb, $6::boolean)");
-  connection_.prepare(kResolve, "SELECT result, status, version FROM idem.resolve("
-                                "$1, $2, $3, $4, $5::jsonb)");
+  connection_.prepare(kComplete,
+                      "SELECT result, status, version FROM idem.complete("
+                      "$1, $2, $3::jsonb, $4::uuid)");
+  connection_.prepare(kFail,
+                      "SELECT result, status, version FROM idem.fail("
+                      "$1, $2, $3, $4::uuid, $5::boolean)");
+  connection_.prepare(kMarkUnknown,
+                      "SELECT result, status, version FROM idem.mark_unknown("
+                      "$1, $2, $3, $4::uuid)");
+  connection_.prepare(kSettle,
+                      "SELECT result, status, version FROM idem.settle("
+                      "$1, $2, $3, $4, $5::jsonb, $6::boolean)");
+  connection_.prepare(kResolve,
+                      "SELECT result, status, version FROM idem.resolve("
+                      "$1, $2, $3, $4, $5::jsonb)");
   connection_.prepare(kReconcile, "SELECT idem.reconcile()");
   connection_.prepare(kExpire, "SELECT idem.expire_leases()");
   connection_.prepare(kFundFlow,
@@ -69,8 +76,8 @@ BeginResult ProtocolClient::begin(const BeginRequest& request) {
     const std::string lease = std::to_string(request.lease.count()) + " milliseconds";
     const pqxx::row row = tx.exec_prepared1(
         kBegin, request.key, request.bizType, request.bizId, request.tool,
-        orNull(request.requestHash), std::string(format(request.source)),
-        request.requestPayload, lease, orNull(request.agentId), orNull(request.traceId));
+        orNull(request.requestHash), std::string(format(request.source)), request.requestPayload,
+        lease, orNull(request.agentId), orNull(request.traceId));
     BeginResult out;
     out.outcome = parse<Outcome>(row[0].c_str());
     out.status = optionalEnum<RecordStatus>(row[1]);
@@ -116,9 +123,8 @@ ChangeResult ProtocolClient::settle(const std::string& key, int expectedVersion,
                                     bool overrideMoneyMoved) {
   return translatingErrors("settle", [&] {
     pqxx::nontransaction tx(connection_);
-    return toChangeResult(tx.exec_prepared1(kSettle, key, expectedVersion,
-                                            std::string(format(to)), reason, orNull(evidence),
-                                            overrideMoneyMoved));
+    return toChangeResult(tx.exec_prepared1(kSettle, key, expectedVersion, std::string(format(to)),
+                                            reason, orNull(evidence), overrideMoneyMoved));
   });
 }
 
@@ -126,8 +132,8 @@ ChangeResult ProtocolClient::resolve(const std::string& key, int expectedVersion
                                      const std::string& reason, const std::string& evidence) {
   return translatingErrors("resolve", [&] {
     pqxx::nontransaction tx(connection_);
-    return toChangeResult(tx.exec_prepared1(kResolve, key, expectedVersion,
-                                            std::string(format(to)), reason, evidence));
+    return toChangeResult(tx.exec_prepared1(kResolve, key, expectedVersion, std::string(format(to)),
+                                            reason, evidence));
   });
 }
 

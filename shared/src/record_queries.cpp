@@ -23,17 +23,19 @@ constexpr const char* kTransitions =
 
 constexpr const char* kAttempts =
     "SELECT id, idempotency_key, biz_type, biz_id, tool, trigger_source, outcome, request_hash, "
-    "agent_id, trace_id, " IDEM_MICROS("created_at")
-    " FROM idem.attempts WHERE idempotency_key = $1 ORDER BY id DESC LIMIT $2";
+    "agent_id, trace_id, " IDEM_MICROS(
+        "created_at") " FROM idem.attempts WHERE idempotency_key = $1 ORDER BY id DESC LIMIT $2";
 
 constexpr const char* kFundFlows =
     "SELECT id, biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key, "
-    "duplicate_of, " IDEM_MICROS("created_at")
-    " FROM idem.fund_flows WHERE biz_type = $1 AND biz_id = $2 ORDER BY id";
+    "duplicate_of, " IDEM_MICROS(
+        "created_at") " FROM idem.fund_flows WHERE biz_type = $1 AND biz_id = $2 ORDER BY id";
 
 #undef IDEM_MICROS
 
-Timestamp micros(const pqxx::field& f) { return Timestamp(std::chrono::microseconds(f.as<long long>())); }
+Timestamp micros(const pqxx::field& f) {
+  return Timestamp(std::chrono::microseconds(f.as<long long>()));
+}
 
 std::optional<std::string> optionalText(const pqxx::field& f) {
   if (f.is_null()) return std::nullopt;

@@ -1,5 +1,5 @@
-// A typed client for the protocol functions of the idem schema (docs/contract/schema.md, version 2).
-// One instance per connection; each call is one autocommit statement, as the protocol requires:
+// A typed client for the protocol functions of the idem schema (docs/contract/schema.md, version
+// 2). One instance per connection; each call is one autocommit statement, as the protocol requires:
 // begin must commit before the caller goes downstream, complete after it comes back.
 //
 // Only the claimant may report the outcome: `begin` hands the caller that got `executed` a claim

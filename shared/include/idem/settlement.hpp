@@ -52,11 +52,11 @@ struct SettleAssessment {
 };
 
 enum class SettleVerdict {
-  Settled,            // written
-  InvalidInput,       // blank reason, bad target status, evidence that is not JSON: nothing sent
-  MoneyMoved,         // FAILED while money moved and no override: nothing written
-  LeaseActive,        // PROCESSING, lease live: its claimant may still answer; nothing written
-  Conflict,           // the record changed since the operator looked: nothing written
+  Settled,       // written
+  InvalidInput,  // blank reason, bad target status, evidence that is not JSON: nothing sent
+  MoneyMoved,    // FAILED while money moved and no override: nothing written
+  LeaseActive,   // PROCESSING, lease live: its claimant may still answer; nothing written
+  Conflict,      // the record changed since the operator looked: nothing written
   NotFound,
   InvalidTransition,  // the record's status cannot move to the target (SUCCESS is final)
 };
@@ -75,8 +75,8 @@ std::vector<std::string> validateSettleRequest(const SettleRequest& request);
 // Reads the record, the fund flows of its business object and the server's view of them
 // (money_moved, lease_active) and derives the warnings for settling it to `to`. With
 // overrideMoneyMoved, money moved still warns but no longer blocks.
-SettleAssessment assessSettle(pqxx::connection& connection, const std::string& key,
-                              RecordStatus to, bool overrideMoneyMoved = false);
+SettleAssessment assessSettle(pqxx::connection& connection, const std::string& key, RecordStatus to,
+                              bool overrideMoneyMoved = false);
 
 // The whole checked path. Throws DatabaseError only for database failures; every refusal is a
 // verdict with a message.

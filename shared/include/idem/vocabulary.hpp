@@ -23,7 +23,8 @@ enum class ResultCode {
   Conflict,
   InvalidTransition,
   NotFound,
-  NotClaimant,  // the claim token does not match: only the claimant may complete, fail, mark_unknown
+  NotClaimant,  // the claim token does not match: only the claimant may complete, fail,
+                // mark_unknown
   LeaseActive,  // a PROCESSING record whose lease is live: its claimant may still answer
   MoneyMoved,   // FAILED refused: money moved for the business object
 };
@@ -159,8 +160,9 @@ constexpr bool isUnsettled(RecordStatus s) {
   return s == RecordStatus::Processing || s == RecordStatus::Unknown;
 }
 
-// Outcomes answered by the idempotency layer without calling downstream (the hit ratio's numerator):
-// a retired key is a retry the layer stopped as surely as a replay (docs/contract/metrics.md).
+// Outcomes answered by the idempotency layer without calling downstream (the hit ratio's
+// numerator): a retired key is a retry the layer stopped as surely as a replay
+// (docs/contract/metrics.md).
 constexpr bool isHit(Outcome o) {
   return o == Outcome::Replayed || o == Outcome::InProgress || o == Outcome::Retired;
 }
