@@ -1,11 +1,13 @@
 // idemwatch-admin: the operators' console for stuck idempotency records. Everything lives in the
-// idem_admin_widgets and idem_admin_models libraries; this file reads the command line and picks the
-// database: --db.dsn, else IDEMWATCH_DSN, else the connection dialog (remembered, minus the password).
+// idem_admin_widgets and idem_admin_models libraries; this file reads the command line and picks
+// the database: --db.dsn, else IDEMWATCH_DSN, else the connection dialog (remembered, minus the
+// password).
 #include <QApplication>
 #include <QCommandLineParser>
 #include <cstdlib>
 #include <iostream>
 
+#include "idem/build_info.hpp"
 #include "idem/connection_settings.hpp"
 #include "widgets/connection_dialog.hpp"
 #include "widgets/main_window.hpp"
@@ -14,7 +16,8 @@ int main(int argc, char* argv[]) {
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("idemwatch"));
   QApplication::setApplicationName(QStringLiteral("idemwatch-admin"));
-  QApplication::setApplicationVersion(QStringLiteral(IDEMWATCH_VERSION " (" IDEMWATCH_REVISION ")"));
+  QApplication::setApplicationVersion(
+      QStringLiteral(IDEMWATCH_VERSION " (%1)").arg(QString::fromUtf8(idem::buildRevision())));
 
   QCommandLineParser parser;
   parser.setApplicationDescription(QStringLiteral(
@@ -29,10 +32,12 @@ int main(int argc, char* argv[]) {
   const QCommandLineOption refresh(QStringLiteral("refresh"),
                                    QStringLiteral("Auto-refresh interval in seconds (default 5)."),
                                    QStringLiteral("seconds"), QStringLiteral("5"));
-  const QCommandLineOption pageSize(QStringLiteral("page-size"),
-                                    QStringLiteral("Rows per page fetched as you scroll (default 200)."),
-                                    QStringLiteral("rows"), QStringLiteral("200"));
-  const QCommandLineOption paused(QStringLiteral("paused"), QStringLiteral("Start with auto-refresh paused."));
+  const QCommandLineOption pageSize(
+      QStringLiteral("page-size"),
+      QStringLiteral("Rows per page fetched as you scroll (default 200)."), QStringLiteral("rows"),
+      QStringLiteral("200"));
+  const QCommandLineOption paused(QStringLiteral("paused"),
+                                  QStringLiteral("Start with auto-refresh paused."));
   parser.addOptions({dsn, refresh, pageSize, paused});
   parser.process(app);
 
@@ -52,9 +57,11 @@ int main(int argc, char* argv[]) {
 
   idem::admin::MainWindow window(options);
   if (parser.isSet(paused)) window.setPaused(true);
-  QObject::connect(&window, &idem::admin::MainWindow::passwordNeeded, &window, [&window](const QString& problem) {
-    if (auto settings = idem::admin::ConnectionDialog::ask(&window, problem)) window.connectTo(*settings);
-  });
+  QObject::connect(&window, &idem::admin::MainWindow::passwordNeeded, &window,
+                   [&window](const QString& problem) {
+                     if (auto settings = idem::admin::ConnectionDialog::ask(&window, problem))
+                       window.connectTo(*settings);
+                   });
 
   std::optional<std::string> flag;
   if (parser.isSet(dsn)) flag = parser.value(dsn).toStdString();

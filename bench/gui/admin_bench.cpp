@@ -73,11 +73,12 @@ Sample waitForAnswer(RecordTableModel& model, const std::function<void()>& ask) 
     s.rows = static_cast<int>(page.records.size());
     loop.quit();
   });
-  auto b = QObject::connect(&model, &RecordTableModel::fetchFailed, &loop, [&](const QString& message) {
-    std::cerr << "fetch failed: " << message.toStdString() << "\n";
-    failed = true;
-    loop.quit();
-  });
+  auto b =
+      QObject::connect(&model, &RecordTableModel::fetchFailed, &loop, [&](const QString& message) {
+        std::cerr << "fetch failed: " << message.toStdString() << "\n";
+        failed = true;
+        loop.quit();
+      });
   QTimer::singleShot(60'000, &loop, [&] {
     std::cerr << "no answer within 60 s\n";
     failed = true;
@@ -130,7 +131,8 @@ int main(int argc, char* argv[]) {
     return 2;
   }
   if (flags->has("help")) {
-    std::cout << "usage: idemwatch-admin-bench --db.dsn DSN [flags]\n" << CommandLine::describe(specs);
+    std::cout << "usage: idemwatch-admin-bench --db.dsn DSN [flags]\n"
+              << CommandLine::describe(specs);
     return 0;
   }
   const std::string serverDsn = flags->valueOr("db.dsn", "");
@@ -161,10 +163,13 @@ int main(int argc, char* argv[]) {
     const std::int64_t middle = rows / 2;
     const std::string key = tx.exec_params1("SELECT 'key-' || md5($1::text)", middle)[0].c_str();
     std::string narrow = "ord-" + std::to_string(middle + 100'000'000).substr(1, 7);  // 10 numbers
-    std::string broad = narrow.substr(0, narrow.size() - 2);                        // 1,000 numbers
-    const auto midUpdated = tx.exec_params1(
-        "SELECT (extract(epoch FROM updated_at) * 1000000)::bigint FROM idem.records "
-        "ORDER BY updated_at DESC, idempotency_key DESC OFFSET $1 LIMIT 1", middle)[0].as<long long>();
+    std::string broad = narrow.substr(0, narrow.size() - 2);  // 1,000 numbers
+    const auto midUpdated =
+        tx.exec_params1(
+              "SELECT (extract(epoch FROM updated_at) * 1000000)::bigint FROM idem.records "
+              "ORDER BY updated_at DESC, idempotency_key DESC OFFSET $1 LIMIT 1",
+              middle)[0]
+            .as<long long>();
     const Timestamp deep{std::chrono::microseconds(midUpdated)};
 
     DatabaseSession session;
@@ -253,14 +258,14 @@ int main(int argc, char* argv[]) {
     measure("created in the last hour, oldest first", firstPage(lastHour));
     measure("refresh of 2,000 loaded rows in place", [&] {
       waitForAnswer(model, [&] { model.setFilter(all); });
-      for (int i = 0; i < 2000 / pageSize - 1; ++i) waitForAnswer(model, [&] { model.fetchMore({}); });
+      for (int i = 0; i < 2000 / pageSize - 1; ++i)
+        waitForAnswer(model, [&] { model.fetchMore({}); });
       return waitForAnswer(model, [&] { model.refresh(); });
     });
     RecordFilter noSuchType;
     noSuchType.bizType = "no-such-type";
-    measure("biz_type that matches nothing (worst case: every row read)", [&] {
-      return waitForAnswer(model, [&] { model.setFilter(noSuchType); });
-    });
+    measure("biz_type that matches nothing (worst case: every row read)",
+            [&] { return waitForAnswer(model, [&] { model.setFilter(noSuchType); }); });
 
     // The machine and the server, for the record.
     const auto settings = tx.exec(
@@ -268,15 +273,17 @@ int main(int argc, char* argv[]) {
         "current_setting('work_mem'), pg_size_pretty(pg_total_relation_size('idem.records'))")[0];
     std::cout << "\nidemwatch-admin-bench: " << rows << " records, page size " << pageSize << ", "
               << runs << " runs per figure (median; max), after one warm-up\n";
-    std::cout << "machine: " << std::thread::hardware_concurrency() << " CPUs," << firstLine("/proc/cpuinfo", "model name")
-              << "," << firstLine("/proc/meminfo", "MemTotal") << " RAM\n";
-    std::cout << "server: PostgreSQL " << settings[0].c_str() << ", shared_buffers " << settings[1].c_str()
-              << ", work_mem " << settings[2].c_str() << "; idem.records with indexes: " << settings[3].c_str()
-              << "\n\n";
-    std::printf("| %-58s | %10s | %8s | %11s | %5s | %12s | %11s |\n", "figure", "median ms", "max ms",
-                "db median", "rows", "GUI stall ms", "GUI busy ms");
-    std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(60, '-').c_str(), std::string(12, '-').c_str(),
-                std::string(10, '-').c_str(), std::string(13, '-').c_str(), std::string(7, '-').c_str(),
+    std::cout << "machine: " << std::thread::hardware_concurrency() << " CPUs,"
+              << firstLine("/proc/cpuinfo", "model name") << ","
+              << firstLine("/proc/meminfo", "MemTotal") << " RAM\n";
+    std::cout << "server: PostgreSQL " << settings[0].c_str() << ", shared_buffers "
+              << settings[1].c_str() << ", work_mem " << settings[2].c_str()
+              << "; idem.records with indexes: " << settings[3].c_str() << "\n\n";
+    std::printf("| %-58s | %10s | %8s | %11s | %5s | %12s | %11s |\n", "figure", "median ms",
+                "max ms", "db median", "rows", "GUI stall ms", "GUI busy ms");
+    std::printf("|%s|%s|%s|%s|%s|%s|%s|\n", std::string(60, '-').c_str(),
+                std::string(12, '-').c_str(), std::string(10, '-').c_str(),
+                std::string(13, '-').c_str(), std::string(7, '-').c_str(),
                 std::string(14, '-').c_str(), std::string(13, '-').c_str());
     for (const Figure& f : figures) {
       std::vector<double> total;
@@ -287,16 +294,18 @@ int main(int argc, char* argv[]) {
         db.push_back(s.databaseMs);
         worst = std::max(worst, s.totalMs);
       }
-      std::printf("| %-58s | %10.1f | %8.1f | %11.1f | %5d | %12.1f | %11.1f |\n", f.name.c_str(), median(total),
-                  worst, median(db), f.samples.back().rows, f.stallMs, f.busyMs);
+      std::printf("| %-58s | %10.1f | %8.1f | %11.1f | %5d | %12.1f | %11.1f |\n", f.name.c_str(),
+                  median(total), worst, median(db), f.samples.back().rows, f.stallMs, f.busyMs);
     }
-    std::printf("\nlongest GUI-thread stall over all figures: %.1f ms wall (%d over 50 ms); longest GUI-thread "
-                "CPU burst between two ticks: %.1f ms\n",
-                longestStall, over50, longestBusy);
+    std::printf(
+        "\nlongest GUI-thread stall over all figures: %.1f ms wall (%d over 50 ms); longest "
+        "GUI-thread "
+        "CPU burst between two ticks: %.1f ms\n",
+        longestStall, over50, longestBusy);
     double load[3] = {0, 0, 0};
     if (getloadavg(load, 3) == 3) {
-      std::printf("load average (1/5/15 min) before: %.2f %.2f %.2f, after: %.2f %.2f %.2f\n", loadBefore[0],
-                  loadBefore[1], loadBefore[2], load[0], load[1], load[2]);
+      std::printf("load average (1/5/15 min) before: %.2f %.2f %.2f, after: %.2f %.2f %.2f\n",
+                  loadBefore[0], loadBefore[1], loadBefore[2], load[0], load[1], load[2]);
     }
 
     if (flags->has("explain")) {
@@ -308,7 +317,8 @@ int main(int argc, char* argv[]) {
       narrowFilter.bizIdPrefix = narrow;
       explain(c, "biz_id prefix (narrow)", pageQuery(narrowFilter, std::nullopt, pageSize + 1));
       explain(c, "biz_id prefix (broad)", pageQuery(byPrefix, std::nullopt, pageSize + 1));
-      explain(c, "needs attention", pageQuery(RecordFilter::attention(), std::nullopt, pageSize + 1));
+      explain(c, "needs attention",
+              pageQuery(RecordFilter::attention(), std::nullopt, pageSize + 1));
       explain(c, "refund + FAILED", pageQuery(refunds, std::nullopt, pageSize + 1));
       explain(c, "biz_type matching nothing", pageQuery(noSuchType, std::nullopt, pageSize + 1));
     }

@@ -54,8 +54,7 @@ CROSS JOIN LATERAL (SELECT now() - $3::int * interval '1 day'
 
 std::int64_t loadedRows(pqxx::connection& owner) {
   pqxx::nontransaction tx(owner);
-  const auto r = tx.exec(
-      "SELECT CASE WHEN to_regclass('idem_bench.loaded') IS NULL THEN -1 END");
+  const auto r = tx.exec("SELECT CASE WHEN to_regclass('idem_bench.loaded') IS NULL THEN -1 END");
   if (!r[0][0].is_null()) return -1;
   const auto rows = tx.exec("SELECT rows FROM idem_bench.loaded");
   return rows.empty() ? -1 : rows[0][0].as<std::int64_t>();
@@ -69,11 +68,13 @@ void loadRecords(pqxx::connection& owner, const BulkMix& mix) {
     tx.exec("CREATE SCHEMA IF NOT EXISTS idem_bench");
     tx.exec("DROP TABLE IF EXISTS idem_bench.loaded");
     tx.exec("TRUNCATE idem.records, idem.attempts, idem.transitions");
-    for (const auto& row : tx.exec("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'idem' "
-                                   "AND tablename = 'records' AND indexname <> 'records_pkey'")) {
+    for (const auto& row :
+         tx.exec("SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'idem' "
+                 "AND tablename = 'records' AND indexname <> 'records_pkey'")) {
       indexes.emplace_back(row[0].c_str(), row[1].c_str());
     }
-    for (const auto& [name, definition] : indexes) tx.exec("DROP INDEX idem." + tx.quote_name(name));
+    for (const auto& [name, definition] : indexes)
+      tx.exec("DROP INDEX idem." + tx.quote_name(name));
     tx.commit();
   }
   const std::int64_t chunk = 500'000;
@@ -86,8 +87,8 @@ void loadRecords(pqxx::connection& owner, const BulkMix& mix) {
     tx.exec_params(kChunk, first, end, mix.days, mix.rows);
     tx.exec("ALTER TABLE idem.records ENABLE TRIGGER USER");
     tx.commit();
-    std::cerr << "\r  loaded " << (end - 1) << " / " << mix.rows << " rows (" << static_cast<int>(seconds(start))
-              << " s)" << std::flush;
+    std::cerr << "\r  loaded " << (end - 1) << " / " << mix.rows << " rows ("
+              << static_cast<int>(seconds(start)) << " s)" << std::flush;
   }
   std::cerr << "\n";
   for (const auto& [name, definition] : indexes) {
@@ -100,7 +101,8 @@ void loadRecords(pqxx::connection& owner, const BulkMix& mix) {
   {
     pqxx::nontransaction tx(owner);
     tx.exec("VACUUM (ANALYZE) idem.records");
-    tx.exec("CREATE TABLE idem_bench.loaded AS SELECT " + std::to_string(mix.rows) + "::bigint AS rows");
+    tx.exec("CREATE TABLE idem_bench.loaded AS SELECT " + std::to_string(mix.rows) +
+            "::bigint AS rows");
   }
   std::cerr << "  loaded and analysed in " << static_cast<int>(seconds(start)) << " s\n";
 }

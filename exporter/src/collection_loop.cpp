@@ -5,8 +5,8 @@
 #include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 
-#include "idem/duration.hpp"
 #include "idem/database_error.hpp"
+#include "idem/duration.hpp"
 #include "log.hpp"
 
 namespace idem::exporter {

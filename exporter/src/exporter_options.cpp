@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "idem/build_info.hpp"
 #include "idem/duration.hpp"
 
 namespace idem::exporter {
@@ -70,8 +71,8 @@ std::string civetwebListeningPort(const std::string& address) {
 }
 
 std::string versionText() {
-  return std::string("idemwatch-exporter ") + IDEMWATCH_VERSION + " (revision " +
-         IDEMWATCH_REVISION + ")";
+  return std::string("idemwatch-exporter ") + IDEMWATCH_VERSION + " (revision " + buildRevision() +
+         ")";
 }
 
 std::string usageText() {

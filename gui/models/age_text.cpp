@@ -3,7 +3,8 @@
 namespace idem::admin {
 
 QString ageText(std::chrono::microseconds age) {
-  const qint64 s = std::max<qint64>(0, std::chrono::duration_cast<std::chrono::seconds>(age).count());
+  const qint64 s =
+      std::max<qint64>(0, std::chrono::duration_cast<std::chrono::seconds>(age).count());
   constexpr qint64 kMinute = 60;
   constexpr qint64 kHour = 60 * kMinute;
   constexpr qint64 kDay = 24 * kHour;

@@ -1,4 +1,5 @@
-// How long ago, in the words an operator scans a column for: "45 s", "12 min", "3 h 20 min", "2 d 4 h".
+// How long ago, in the words an operator scans a column for: "45 s", "12 min", "3 h 20 min", "2 d 4
+// h".
 #pragma once
 
 #include <QString>

@@ -1,7 +1,7 @@
 // Stale results are dropped, the way Hotspot's JobTracker does it: every requester (a table, the
-// detail pane) owns a Generation that moves on whenever what it shows changes (a new filter, another
-// record). A request carries the generation it was made for; the worker skips requests that went
-// stale while they queued, and the requester ignores results for an older generation.
+// detail pane) owns a Generation that moves on whenever what it shows changes (a new filter,
+// another record). A request carries the generation it was made for; the worker skips requests that
+// went stale while they queued, and the requester ignores results for an older generation.
 #pragma once
 
 #include <QtGlobal>

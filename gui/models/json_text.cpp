@@ -16,7 +16,8 @@ std::optional<QJsonDocument> parse(const std::string& text) {
 
 QString prettyJson(const std::optional<std::string>& json) {
   if (!json) return QStringLiteral("(none)");
-  if (auto doc = parse(*json)) return QString::fromUtf8(doc->toJson(QJsonDocument::Indented)).trimmed();
+  if (auto doc = parse(*json))
+    return QString::fromUtf8(doc->toJson(QJsonDocument::Indented)).trimmed();
   // Scalars (a bare string or number) are valid jsonb but not a QJsonDocument: show them as stored.
   return QString::fromStdString(*json);
 }

@@ -63,7 +63,8 @@ class KeyedRowsModel : public QAbstractTableModel {
         continue;
       }
       int first = i;
-      while (first > 0 && wanted.count(keyOf(rows_[static_cast<std::size_t>(first - 1)])) == 0) --first;
+      while (first > 0 && wanted.count(keyOf(rows_[static_cast<std::size_t>(first - 1)])) == 0)
+        --first;
       beginRemoveRows({}, first, i);
       rows_.erase(rows_.begin() + first, rows_.begin() + i + 1);
       endRemoveRows();

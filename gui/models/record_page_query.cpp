@@ -22,7 +22,9 @@ std::string timestampParam(const std::string& placeholder) {
   return "(timestamptz 'epoch' + " + placeholder + "::bigint * interval '1 microsecond')";
 }
 
-std::string micros(Timestamp t) { return std::to_string(t.time_since_epoch().count()); }
+std::string micros(Timestamp t) {
+  return std::to_string(t.time_since_epoch().count());
+}
 
 class StatementText {
  public:

@@ -11,7 +11,9 @@
 namespace idem::admin {
 namespace {
 
-QString text(const std::string& s) { return QString::fromStdString(s); }
+QString text(const std::string& s) {
+  return QString::fromStdString(s);
+}
 QString text(std::string_view s) {
   return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
 }
@@ -37,33 +39,48 @@ bool RecordTableModel::sameContent(const Record& a, const Record& b) const {
          a.attemptCount == b.attemptCount;
 }
 
-Timestamp RecordTableModel::serverNow() const { return localNow() + clockOffset_; }
+Timestamp RecordTableModel::serverNow() const {
+  return localNow() + clockOffset_;
+}
 
 bool RecordTableModel::isStuck(const Record& r) const {
   if (r.status == RecordStatus::Unknown) return true;
-  return r.status == RecordStatus::Processing && r.leaseExpiresAt && *r.leaseExpiresAt < serverNow();
+  return r.status == RecordStatus::Processing && r.leaseExpiresAt &&
+         *r.leaseExpiresAt < serverNow();
 }
 
 QVariant RecordTableModel::display(const Record& r, int column) const {
   switch (column) {
-    case Status: return text(format(r.status));
-    case Age: return ageText(serverNow() - r.updatedAt);
-    case Key: return text(r.idempotencyKey);
-    case BizType: return text(r.bizType);
-    case BizId: return text(r.bizId);
-    case Tool: return text(r.tool);
-    case Version: return r.version;
-    case Attempts: return r.attemptCount;
-    case Updated: return displayTime(r.updatedAt);
-    case Created: return displayTime(r.createdAt);
-    case LeaseExpires: return r.leaseExpiresAt ? displayTime(*r.leaseExpiresAt) : QString();
+    case Status:
+      return text(format(r.status));
+    case Age:
+      return ageText(serverNow() - r.updatedAt);
+    case Key:
+      return text(r.idempotencyKey);
+    case BizType:
+      return text(r.bizType);
+    case BizId:
+      return text(r.bizId);
+    case Tool:
+      return text(r.tool);
+    case Version:
+      return r.version;
+    case Attempts:
+      return r.attemptCount;
+    case Updated:
+      return displayTime(r.updatedAt);
+    case Created:
+      return displayTime(r.createdAt);
+    case LeaseExpires:
+      return r.leaseExpiresAt ? displayTime(*r.leaseExpiresAt) : QString();
     case LastError: {
       if (!r.lastError) return QString();
       QString line = text(*r.lastError);
       line.replace(QLatin1Char('\n'), QLatin1Char(' '));
       return line;
     }
-    default: return {};
+    default:
+      return {};
   }
 }
 
@@ -72,20 +89,27 @@ QVariant RecordTableModel::exportValue(const Record& r, int column) const {
     case Age:
       return static_cast<qlonglong>(
           std::chrono::duration_cast<std::chrono::seconds>(serverNow() - r.updatedAt).count());
-    case Updated: return isoTime(r.updatedAt);
-    case Created: return isoTime(r.createdAt);
-    case LeaseExpires: return r.leaseExpiresAt ? isoTime(*r.leaseExpiresAt) : QString();
-    case LastError: return r.lastError ? text(*r.lastError) : QString();
-    default: return display(r, column);
+    case Updated:
+      return isoTime(r.updatedAt);
+    case Created:
+      return isoTime(r.createdAt);
+    case LeaseExpires:
+      return r.leaseExpiresAt ? isoTime(*r.leaseExpiresAt) : QString();
+    case LastError:
+      return r.lastError ? text(*r.lastError) : QString();
+    default:
+      return display(r, column);
   }
 }
 
 QVariant RecordTableModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+    return {};
   const Record& r = rows_[static_cast<std::size_t>(index.row())];
   const int column = index.column();
   switch (role) {
-    case Qt::DisplayRole: return display(r, column);
+    case Qt::DisplayRole:
+      return display(r, column);
     case Qt::ToolTipRole:
       if (column == Age) {
         return QStringLiteral("in %1 since %2 (last change)")
@@ -116,12 +140,18 @@ QVariant RecordTableModel::data(const QModelIndex& index, int role) const {
       }
       if (column == Status) return QVariant::fromValue(Qt::AlignCenter);
       return {};
-    case KeyRole: return text(r.idempotencyKey);
-    case StatusRole: return static_cast<int>(r.status);
-    case VersionRole: return r.version;
-    case StuckRole: return isStuck(r);
-    case ExportRole: return exportValue(r, column);
-    default: return {};
+    case KeyRole:
+      return text(r.idempotencyKey);
+    case StatusRole:
+      return static_cast<int>(r.status);
+    case VersionRole:
+      return r.version;
+    case StuckRole:
+      return isStuck(r);
+    case ExportRole:
+      return exportValue(r, column);
+    default:
+      return {};
   }
 }
 
@@ -129,27 +159,45 @@ QVariant RecordTableModel::headerData(int section, Qt::Orientation orientation, 
   if (orientation != Qt::Horizontal) return {};
   if (role == Qt::DisplayRole) {
     switch (section) {
-      case Status: return QStringLiteral("Status");
-      case Age: return QStringLiteral("Age");
-      case Key: return QStringLiteral("Idempotency key");
-      case BizType: return QStringLiteral("Biz type");
-      case BizId: return QStringLiteral("Biz id");
-      case Tool: return QStringLiteral("Tool");
-      case Version: return QStringLiteral("Ver.");
-      case Attempts: return QStringLiteral("Claims");
-      case Updated: return QStringLiteral("Updated");
-      case Created: return QStringLiteral("Created");
-      case LeaseExpires: return QStringLiteral("Lease expires");
-      case LastError: return QStringLiteral("Last error");
-      default: return {};
+      case Status:
+        return QStringLiteral("Status");
+      case Age:
+        return QStringLiteral("Age");
+      case Key:
+        return QStringLiteral("Idempotency key");
+      case BizType:
+        return QStringLiteral("Biz type");
+      case BizId:
+        return QStringLiteral("Biz id");
+      case Tool:
+        return QStringLiteral("Tool");
+      case Version:
+        return QStringLiteral("Ver.");
+      case Attempts:
+        return QStringLiteral("Claims");
+      case Updated:
+        return QStringLiteral("Updated");
+      case Created:
+        return QStringLiteral("Created");
+      case LeaseExpires:
+        return QStringLiteral("Lease expires");
+      case LastError:
+        return QStringLiteral("Last error");
+      default:
+        return {};
     }
   }
   if (role == Qt::ToolTipRole) {
     switch (section) {
-      case Age: return QStringLiteral("Time since the record's last change (updated_at), on the server's clock");
-      case Version: return QStringLiteral("Version: +1 on every status change; settle checks it");
-      case Attempts: return QStringLiteral("attempt_count: how many times the record was claimed for execution");
-      default: return {};
+      case Age:
+        return QStringLiteral(
+            "Time since the record's last change (updated_at), on the server's clock");
+      case Version:
+        return QStringLiteral("Version: +1 on every status change; settle checks it");
+      case Attempts:
+        return QStringLiteral("attempt_count: how many times the record was claimed for execution");
+      default:
+        return {};
     }
   }
   return {};

@@ -20,7 +20,8 @@ EvidenceResult buildEvidence(const EvidenceInput& input) {
       return out;
     }
     if (!doc.isObject()) {
-      out.error = QStringLiteral("the evidence must be a JSON object, e.g. {\"statement_line\": 42}");
+      out.error =
+          QStringLiteral("the evidence must be a JSON object, e.g. {\"statement_line\": 42}");
       return out;
     }
     object = doc.object();
@@ -28,7 +29,8 @@ EvidenceResult buildEvidence(const EvidenceInput& input) {
   if (!reference.isEmpty()) {
     const QJsonValue existing = object.value(QStringLiteral("gateway_ref"));
     if (!existing.isUndefined() && existing.toString() != reference) {
-      out.error = QStringLiteral("the gateway reference differs from the JSON's \"gateway_ref\"; keep one");
+      out.error =
+          QStringLiteral("the gateway reference differs from the JSON's \"gateway_ref\"; keep one");
       return out;
     }
     object.insert(QStringLiteral("gateway_ref"), reference);

@@ -1,4 +1,5 @@
-// idem::Timestamp (microseconds since the epoch, as timestamptz stores them) on screen and in files.
+// idem::Timestamp (microseconds since the epoch, as timestamptz stores them) on screen and in
+// files.
 #pragma once
 
 #include <QDateTime>

@@ -15,7 +15,7 @@ namespace idem::admin {
 
 struct RecordPage {
   std::vector<Record> records;
-  bool hasMore = false;  // rows follow the last one
+  bool hasMore = false;   // rows follow the last one
   bool isWindow = false;  // a refresh of the loaded span, not the next page
   std::chrono::microseconds databaseTime{0};
 };
@@ -23,7 +23,7 @@ struct RecordPage {
 // One record and everything that explains it.
 struct RecordEvidence {
   std::string key;
-  std::optional<Record> record;  // empty: no such key (any more)
+  std::optional<Record> record;         // empty: no such key (any more)
   std::vector<Transition> transitions;  // oldest first
   std::vector<Attempt> attempts;        // newest first
   std::vector<FundFlow> fundFlows;      // of its business object
@@ -37,12 +37,12 @@ struct UnsettledCounts {
 };
 
 struct ConnectionInfo {
-  QString role;              // current_user: the actor in idem.transitions
+  QString role;  // current_user: the actor in idem.transitions
   QString database;
-  QString server;            // host:port, or the socket folder
+  QString server;  // host:port, or the socket folder
   QString serverVersion;
-  QString source;            // --db.dsn, IDEMWATCH_DSN, the dialog...
-  bool isOperator = false;   // member of idem_operator, or superuser: may settle
+  QString source;           // --db.dsn, IDEMWATCH_DSN, the dialog...
+  bool isOperator = false;  // member of idem_operator, or superuser: may settle
   bool isSuperuser = false;
   // Server clock minus client clock, so ages are measured on the server's clock.
   std::chrono::microseconds clockOffset{0};

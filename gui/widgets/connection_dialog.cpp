@@ -1,11 +1,11 @@
 #include "widgets/connection_dialog.hpp"
 
 #include <QDialogButtonBox>
-#include <QPushButton>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineEdit>
+#include <QPushButton>
 #include <QRadioButton>
 #include <QStackedWidget>
 #include <QVBoxLayout>
@@ -58,7 +58,8 @@ ConnectionDialog::ConnectionDialog(const ConnectionProfile& profile, QWidget* pa
 
   auto* dsnPage = new QWidget(this);
   auto* dsnForm = new QFormLayout(dsnPage);
-  dsn_->setPlaceholderText(QStringLiteral("host=db.internal dbname=idem user=alice  or  postgresql://alice@db/idem"));
+  dsn_->setPlaceholderText(
+      QStringLiteral("host=db.internal dbname=idem user=alice  or  postgresql://alice@db/idem"));
   dsnForm->addRow(QStringLiteral("DSN:"), dsn_);
   stack_->addWidget(fieldsPage);
   stack_->addWidget(dsnPage);
@@ -68,9 +69,10 @@ ConnectionDialog::ConnectionDialog(const ConnectionProfile& profile, QWidget* pa
   password_->setObjectName(QStringLiteral("connectionPassword"));
   password_->setPlaceholderText(QStringLiteral("leave empty to use ~/.pgpass or PGPASSWORD"));
   secret->addRow(QStringLiteral("Password:"), password_);
-  auto* note = new QLabel(QStringLiteral("The password is kept in memory for this session and never saved. "
-                                         "Empty fields fall back to libpq's environment."),
-                          this);
+  auto* note =
+      new QLabel(QStringLiteral("The password is kept in memory for this session and never saved. "
+                                "Empty fields fall back to libpq's environment."),
+                 this);
   note->setWordWrap(true);
   note->setStyleSheet(QStringLiteral("color: palette(mid);"));
 
@@ -87,7 +89,8 @@ ConnectionDialog::ConnectionDialog(const ConnectionProfile& profile, QWidget* pa
   layout->addWidget(note);
   layout->addWidget(buttons);
 
-  connect(useDsn_, &QRadioButton::toggled, this, [this](bool dsn) { stack_->setCurrentIndex(dsn ? 1 : 0); });
+  connect(useDsn_, &QRadioButton::toggled, this,
+          [this](bool dsn) { stack_->setCurrentIndex(dsn ? 1 : 0); });
   (profile.useDsn ? useDsn_ : useFields_)->setChecked(true);
   stack_->setCurrentIndex(profile.useDsn ? 1 : 0);
 }
@@ -103,16 +106,21 @@ ConnectionProfile ConnectionDialog::profile() const {
   return p;
 }
 
-QString ConnectionDialog::password() const { return password_->text(); }
+QString ConnectionDialog::password() const {
+  return password_->text();
+}
 
 void ConnectionDialog::setProblem(const QString& problem) {
   problem_->setText(problem);
   problem_->setVisible(!problem.isEmpty());
 }
 
-void ConnectionDialog::focusPassword() { password_->setFocus(); }
+void ConnectionDialog::focusPassword() {
+  password_->setFocus();
+}
 
-std::optional<idem::ConnectionSettings> ConnectionDialog::ask(QWidget* parent, const QString& problem) {
+std::optional<idem::ConnectionSettings> ConnectionDialog::ask(QWidget* parent,
+                                                              const QString& problem) {
   QSettings settings;
   ConnectionDialog dialog(ConnectionProfile::load(settings), parent);
   dialog.setProblem(problem);

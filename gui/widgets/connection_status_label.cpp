@@ -6,10 +6,13 @@ namespace idem::admin {
 namespace {
 
 QString dot(const char* colour) {
-  return QStringLiteral("<span style=\"color:%1;\">&#9679;</span>&nbsp;").arg(QLatin1String(colour));
+  return QStringLiteral("<span style=\"color:%1;\">&#9679;</span>&nbsp;")
+      .arg(QLatin1String(colour));
 }
 
-QString firstLine(const QString& text) { return text.section(QLatin1Char('\n'), 0, 0); }
+QString firstLine(const QString& text) {
+  return text.section(QLatin1Char('\n'), 0, 0);
+}
 
 }  // namespace
 
@@ -35,7 +38,9 @@ void ConnectionStatusLabel::update() {
       return;
     case ConnectionState::Connecting:
       countdown_.stop();
-      setText(dot("#C98A00") + QStringLiteral("connecting to %1\u2026").arg(session_->describeTarget().toHtmlEscaped()));
+      setText(
+          dot("#C98A00") +
+          QStringLiteral("connecting to %1\u2026").arg(session_->describeTarget().toHtmlEscaped()));
       setToolTip({});
       return;
     case ConnectionState::Connected:
@@ -58,9 +63,11 @@ void ConnectionStatusLabel::update() {
                                      .arg(error.left(140).toHtmlEscaped()));
       } else {
         countdown_.stop();
-        setText(dot("#C62828") +
-                QStringLiteral("<b>disconnected</b>: %1 \u2014 File \u25B8 Connect\u2026 to change the connection")
-                    .arg(error.left(140).toHtmlEscaped()));
+        setText(
+            dot("#C62828") +
+            QStringLiteral(
+                "<b>disconnected</b>: %1 \u2014 File \u25B8 Connect\u2026 to change the connection")
+                .arg(error.left(140).toHtmlEscaped()));
       }
       setToolTip(session_->lastError());
       return;

@@ -96,7 +96,8 @@ RecordFilterBar::RecordFilterBar(QWidget* parent)
   bizIdPrefix_->setMinimumWidth(170);
 
   time_->setObjectName(QStringLiteral("filterTime"));
-  for (const auto& [label, seconds] : timeChoices()) time_->addItem(QString::fromUtf8(label), seconds);
+  for (const auto& [label, seconds] : timeChoices())
+    time_->addItem(QString::fromUtf8(label), seconds);
   time_->setToolTip(QStringLiteral("On the column the table is sorted by"));
   for (QDateTimeEdit* edit : {from_, to_}) {
     edit->setCalendarPopup(true);
@@ -107,7 +108,8 @@ RecordFilterBar::RecordFilterBar(QWidget* parent)
   to_->setObjectName(QStringLiteral("filterTo"));
 
   order_->setObjectName(QStringLiteral("filterOrder"));
-  for (const auto& [label, order] : orderChoices()) order_->addItem(QString::fromUtf8(label), static_cast<int>(order));
+  for (const auto& [label, order] : orderChoices())
+    order_->addItem(QString::fromUtf8(label), static_cast<int>(order));
 
   clear_->setText(QStringLiteral("Clear"));
   clear_->setToolTip(QStringLiteral("Clear every filter"));
@@ -193,7 +195,9 @@ void RecordFilterBar::focusSearch() {
   key_->selectAll();
 }
 
-void RecordFilterBar::scheduleApply() { debounce_.start(); }
+void RecordFilterBar::scheduleApply() {
+  debounce_.start();
+}
 
 void RecordFilterBar::applyNow() {
   debounce_.stop();

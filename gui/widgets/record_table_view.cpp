@@ -33,8 +33,9 @@ RecordTableView::RecordTableView(QWidget* parent) : QTableView(parent) {
     }
     const bool sameColumn = updated == sortsByUpdated(order_);
     const bool descending = sameColumn ? !isDescending(order_) : true;
-    emit orderRequested(updated ? (descending ? RecordOrder::UpdatedDesc : RecordOrder::UpdatedAsc)
-                                : (descending ? RecordOrder::CreatedDesc : RecordOrder::CreatedAsc));
+    emit orderRequested(updated
+                            ? (descending ? RecordOrder::UpdatedDesc : RecordOrder::UpdatedAsc)
+                            : (descending ? RecordOrder::CreatedDesc : RecordOrder::CreatedAsc));
   });
 }
 

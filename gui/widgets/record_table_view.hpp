@@ -3,7 +3,6 @@
 #pragma once
 
 #include <QTableView>
-
 #include <string>
 
 #include "models/record_filter.hpp"

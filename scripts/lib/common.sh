@@ -10,6 +10,7 @@ IDEMWATCH_PACKAGES=(
   qt6-base-dev qt6-charts-dev libgl-dev
   postgresql postgresql-contrib
   prometheus xvfb openssl curl shellcheck
+  libcli11-dev libyaml-cpp-dev clang-format clang-tidy
 )
 # The protocol clients' tests (clients/): Python's psycopg, and Node.js with npm. A NodeSource
 # nodejs already ships npm and conflicts with Debian's npm package, so npm only when missing.
@@ -47,9 +48,9 @@ install_packages() {
 build_tree() {
   local dir=$1
   shift
-  if [ ! -f "$dir/build.ninja" ]; then
-    cmake -S "$IDEMWATCH_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
-  fi
+  # Configured on every run (a second run takes a moment), so that the arguments given here
+  # always hold, even in a build folder configured otherwise before.
+  cmake -S "$IDEMWATCH_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
   local targets=()
   if [ -n "${IDEMWATCH_BUILD_TARGETS:-}" ]; then
     read -r -a targets <<<"$IDEMWATCH_BUILD_TARGETS"

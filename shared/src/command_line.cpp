@@ -10,8 +10,8 @@ namespace idem {
 
 CommandLine::CommandLine(const std::vector<std::string>& args, const std::vector<FlagSpec>& specs) {
   auto find = [&](const std::string& name) -> const FlagSpec* {
-    auto it = std::find_if(specs.begin(), specs.end(),
-                           [&](const FlagSpec& s) { return s.name == name; });
+    auto it =
+        std::find_if(specs.begin(), specs.end(), [&](const FlagSpec& s) { return s.name == name; });
     return it == specs.end() ? nullptr : &*it;
   };
   bool onlyPositionals = false;

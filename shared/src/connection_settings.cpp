@@ -55,8 +55,8 @@ std::string ConnectionSettings::effectiveDsn() const {
   if (statementTimeout.count() > 0 && !mentions(out, "options")) {
     const std::string value = "-c statement_timeout=" + std::to_string(statementTimeout.count());
     if (isUri(out)) {
-      addParameter(out, "options", "-c%20statement_timeout%3D" +
-                                       std::to_string(statementTimeout.count()));
+      addParameter(out, "options",
+                   "-c%20statement_timeout%3D" + std::to_string(statementTimeout.count()));
     } else {
       addParameter(out, "options", value);
     }

@@ -59,11 +59,12 @@ void rethrowAsDatabaseError(const char* what) {
   } catch (const pqxx::transaction_rollback& e) {
     throw DatabaseError("40000", context + primaryMessage(e.what()));
   } catch (const pqxx::broken_connection& e) {
-    throw DatabaseError("08006", context + "lost the database connection (" +
-                                     primaryMessage(e.what()) + ")");
+    throw DatabaseError(
+        "08006", context + "lost the database connection (" + primaryMessage(e.what()) + ")");
   } catch (const pqxx::in_doubt_error& e) {
-    throw DatabaseError("08007", context + "the connection broke during commit; the outcome is unknown (" +
-                                     primaryMessage(e.what()) + ")");
+    throw DatabaseError("08007",
+                        context + "the connection broke during commit; the outcome is unknown (" +
+                            primaryMessage(e.what()) + ")");
   } catch (const pqxx::failure& e) {
     throw DatabaseError("", context + primaryMessage(e.what()));
   }

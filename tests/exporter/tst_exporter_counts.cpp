@@ -15,6 +15,7 @@
 
 #include "collectors/transition_table.hpp"
 #include "exporter_harness.hpp"
+#include "idem/build_info.hpp"
 #include "idem/protocol_client.hpp"
 #include "idem/vocabulary.hpp"
 #include "metric_keys.hpp"
@@ -310,8 +311,8 @@ class TestExporterCounts : public QObject {
              std::optional(0.0));
     QVERIFY(std::isnan(*value(s, "idempotency_hit_ratio")));
     QVERIFY(std::isnan(*value(s, "idempotency_retry_trigger_ratio{source=\"llm\"}")));
-    QCOMPARE(value(s, "idempotency_exporter_build_info{version=\"" IDEMWATCH_VERSION
-                      "\",revision=\"" IDEMWATCH_REVISION "\"}"),
+    QCOMPARE(value(s, std::string("idempotency_exporter_build_info{version=\"") + idem::kVersion +
+                          "\",revision=\"" + idem::buildRevision() + "\"}"),
              std::optional(1.0));
 
     const std::string problems = promtoolProblems(answer.body);

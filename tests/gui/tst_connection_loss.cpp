@@ -1,7 +1,8 @@
 // A lost connection is shown, never hangs the window, and heals: the backend is killed while the
-// worker waits inside a fetch (and while idle), the status bar says "disconnected, retrying in N s",
-// the tables keep their rows (and stay consistent under QAbstractItemModelTester), and after the
-// reconnect everything is re-read. A server that does not answer at all leaves the GUI thread free.
+// worker waits inside a fetch (and while idle), the status bar says "disconnected, retrying in N
+// s", the tables keep their rows (and stay consistent under QAbstractItemModelTester), and after
+// the reconnect everything is re-read. A server that does not answer at all leaves the GUI thread
+// free.
 #include <QAbstractItemModelTester>
 #include <QElapsedTimer>
 #include <QtTest>
@@ -35,7 +36,8 @@ class TestConnectionLoss : public QObject {
 
   // The admin app's backends in this database.
   std::string adminBackends(const std::string& extra = "") {
-    return "SELECT pid FROM pg_stat_activity WHERE application_name = 'idemwatch-admin' AND datname = '" +
+    return "SELECT pid FROM pg_stat_activity WHERE application_name = 'idemwatch-admin' AND "
+           "datname = '" +
            db_->name() + "'" + extra;
   }
 
@@ -50,21 +52,27 @@ class TestConnectionLoss : public QObject {
   void lossDuringAFetchIsShownAndRecovers() {
     auto w = openWindow(db_->dsnAs(alice_));
     RecordTableModel* records = w->recordsModel();
-    QAbstractItemModelTester tester(records, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    QTRY_VERIFY_WITH_TIMEOUT(w->session()->isConnected() && records->rowCount() == 7 && !records->isLoading(), 15000);
+    QAbstractItemModelTester tester(records,
+                                    QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QTRY_VERIFY_WITH_TIMEOUT(
+        w->session()->isConnected() && records->rowCount() == 7 && !records->isLoading(), 15000);
 
     // Hold the table so the next fetch waits inside the server, then kill the waiting backend.
     auto holder = db_->connect();
     pqxx::work lock(*holder);
     lock.exec("LOCK TABLE idem.records IN ACCESS EXCLUSIVE MODE");
     w->refreshNow();
-    QVERIFY(test::waitUntil([&] { return db_->scalar("SELECT count(*) FROM (" + adminBackends(" AND wait_event_type = 'Lock'") + ") t") == 1; }));
+    QVERIFY(test::waitUntil([&] {
+      return db_->scalar("SELECT count(*) FROM (" + adminBackends(" AND wait_event_type = 'Lock'") +
+                         ") t") == 1;
+    }));
     QVERIFY(records->isLoading());
     db_->exec("SELECT pg_terminate_backend(pid) FROM (" + adminBackends() + ") t");
     lock.commit();
 
-    QTRY_VERIFY2_WITH_TIMEOUT(w->connectionStatusText().contains(QStringLiteral("disconnected, retrying in")),
-                              qPrintable(w->connectionStatusText()), 10000);
+    QTRY_VERIFY2_WITH_TIMEOUT(
+        w->connectionStatusText().contains(QStringLiteral("disconnected, retrying in")),
+        qPrintable(w->connectionStatusText()), 10000);
     QCOMPARE(records->rowCount(), 7);  // the last rows stay on screen
     QVERIFY(!records->isLoading());
     QVERIFY(!records->lastError().isEmpty());
@@ -81,10 +89,12 @@ class TestConnectionLoss : public QObject {
   void lossWhileIdleIsNoticedAtTheNextFetch() {
     auto w = openWindow(db_->dsnAs(alice_));
     RecordTableModel* attention = w->attentionModel();
-    QAbstractItemModelTester tester(attention, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QAbstractItemModelTester tester(attention,
+                                    QAbstractItemModelTester::FailureReportingMode::QtTest);
     QTRY_VERIFY_WITH_TIMEOUT(w->session()->isConnected() && attention->rowCount() == 4, 15000);
     db_->exec("SELECT pg_terminate_backend(pid) FROM (" + adminBackends() + ") t");
-    QVERIFY(test::waitUntil([&] { return db_->scalar("SELECT count(*) FROM (" + adminBackends() + ") t") == 0; }));
+    QVERIFY(test::waitUntil(
+        [&] { return db_->scalar("SELECT count(*) FROM (" + adminBackends() + ") t") == 0; }));
 
     w->refreshNow();
     QTRY_VERIFY_WITH_TIMEOUT(w->session()->state() == ConnectionState::Disconnected ||
@@ -98,7 +108,8 @@ class TestConnectionLoss : public QObject {
 
   void unreachableServerNeverBlocksTheGuiThread() {
     const int port = test::freePort();
-    auto w = openWindow("host=127.0.0.1 port=" + std::to_string(port) + " dbname=nowhere user=nobody");
+    auto w =
+        openWindow("host=127.0.0.1 port=" + std::to_string(port) + " dbname=nowhere user=nobody");
     // A timer on the GUI thread: its longest gap is how long the event loop was ever blocked.
     QElapsedTimer clock;
     qint64 last = 0;
@@ -111,13 +122,15 @@ class TestConnectionLoss : public QObject {
       last = clock.elapsed();
     });
     tick.start();
-    QTRY_VERIFY2_WITH_TIMEOUT(w->connectionStatusText().contains(QStringLiteral("disconnected, retrying in")),
-                              qPrintable(w->connectionStatusText()), 10000);
+    QTRY_VERIFY2_WITH_TIMEOUT(
+        w->connectionStatusText().contains(QStringLiteral("disconnected, retrying in")),
+        qPrintable(w->connectionStatusText()), 10000);
     QVERIFY(w->connectionStatusText().contains(QStringLiteral("refused")) ||
             w->connectionStatusText().contains(QStringLiteral("connect")));
     // Several attempts later (the backoff grows), the window was never stuck.
     QTest::qWait(1500);
-    QVERIFY2(longest < 200, qPrintable(QStringLiteral("GUI thread blocked for %1 ms").arg(longest)));
+    QVERIFY2(longest < 200,
+             qPrintable(QStringLiteral("GUI thread blocked for %1 ms").arg(longest)));
     QCOMPARE(w->recordsModel()->rowCount(), 0);
     QVERIFY(!w->settleAction()->isEnabled());
   }

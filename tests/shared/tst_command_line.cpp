@@ -11,8 +11,10 @@ using namespace std::chrono_literals;
 
 class TestCommandLine : public QObject {
   Q_OBJECT
-  const std::vector<FlagSpec> specs_{{"db.dsn", true, "DSN", ""}, {"agents", true, "N", ""},
-                                     {"rate", true, "R", ""},     {"window", true, "D", ""},
+  const std::vector<FlagSpec> specs_{{"db.dsn", true, "DSN", ""},
+                                     {"agents", true, "N", ""},
+                                     {"rate", true, "R", ""},
+                                     {"window", true, "D", ""},
                                      {"quiet", false, "", ""}};
 
   QString usageError(const std::vector<std::string>& args) {
@@ -56,10 +58,14 @@ class TestCommandLine : public QObject {
   void badFlagsNameTheProblem() {
     QCOMPARE(usageError({"--agent=4"}), QStringLiteral("unknown flag --agent (see --help)"));
     QCOMPARE(usageError({"--agents"}), QStringLiteral("--agents needs a value (N)"));
-    QCOMPARE(usageError({"--agents=four"}), QStringLiteral("--agents must be a whole number, got 'four'"));
-    QCOMPARE(usageError({"--agents=11"}), QStringLiteral("--agents must be between 1 and 10, got 11"));
+    QCOMPARE(usageError({"--agents=four"}),
+             QStringLiteral("--agents must be a whole number, got 'four'"));
+    QCOMPARE(usageError({"--agents=11"}),
+             QStringLiteral("--agents must be between 1 and 10, got 11"));
     QCOMPARE(usageError({"--rate=2"}), QStringLiteral("--rate must be between 0 and 1, got 2"));
-    QCOMPARE(usageError({"--window=5 minutes"}), QStringLiteral("--window must be a duration such as 500ms, 5s, 1m or 24h, got '5 minutes'"));
+    QCOMPARE(usageError({"--window=5 minutes"}),
+             QStringLiteral(
+                 "--window must be a duration such as 500ms, 5s, 1m or 24h, got '5 minutes'"));
     QCOMPARE(usageError({"--quiet=yes"}), QStringLiteral("--quiet takes no value"));
     QCOMPARE(usageError({"--agents=1", "--agents=2"}), QStringLiteral("--agents is given twice"));
     QCOMPARE(usageError({"--agents=2"}), QString());
@@ -67,7 +73,8 @@ class TestCommandLine : public QObject {
 
   void dsnResolutionOrder() {
     qputenv("IDEMWATCH_DSN", "host=from-env");
-    QCOMPARE(ConnectionSettings::resolve(std::string("host=from-flag")).source, std::string("--db.dsn"));
+    QCOMPARE(ConnectionSettings::resolve(std::string("host=from-flag")).source,
+             std::string("--db.dsn"));
     QCOMPARE(ConnectionSettings::resolve(std::nullopt).dsn, std::string("host=from-env"));
     qunsetenv("IDEMWATCH_DSN");
     const ConnectionSettings libpq = ConnectionSettings::resolve(std::nullopt);
@@ -92,7 +99,8 @@ class TestCommandLine : public QObject {
     QVERIFY2(dsn.find("connect_timeout='5'") != std::string::npos, dsn.c_str());
     QVERIFY2(dsn.find("statement_timeout=2000") != std::string::npos, dsn.c_str());
     s.dsn = "postgresql://db/idem";
-    QVERIFY2(s.effectiveDsn().find("postgresql://db/idem?connect_timeout=5&") == 0, s.effectiveDsn().c_str());
+    QVERIFY2(s.effectiveDsn().find("postgresql://db/idem?connect_timeout=5&") == 0,
+             s.effectiveDsn().c_str());
   }
 
   void unreachableDatabaseIsOneClearLine() {
@@ -104,7 +112,9 @@ class TestCommandLine : public QObject {
       QFAIL("connected to nothing");
     } catch (const DatabaseError& e) {
       const QString message = QString::fromUtf8(e.what());
-      QVERIFY2(message.startsWith("cannot connect to the database host=/nonexistent-socket-dir port=1 (from --db.dsn): "), e.what());
+      QVERIFY2(message.startsWith("cannot connect to the database host=/nonexistent-socket-dir "
+                                  "port=1 (from --db.dsn): "),
+               e.what());
       QVERIFY(!message.contains('\n'));
       QVERIFY(e.isConnectionLoss());
     }

@@ -23,13 +23,15 @@ QString postgresBinDir() {
   QStringList versions = root.entryList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name);
   std::sort(versions.begin(), versions.end(),
             [](const QString& a, const QString& b) { return a.toInt() < b.toInt(); });
-  if (versions.isEmpty()) throw std::runtime_error("no PostgreSQL server under /usr/lib/postgresql");
+  if (versions.isEmpty())
+    throw std::runtime_error("no PostgreSQL server under /usr/lib/postgresql");
   return root.filePath(versions.last() + QStringLiteral("/bin"));
 }
 
 PgCluster::PgCluster() {
   // /tmp, not the build folder: the postgres user may not be able to enter the checkout's parents.
-  dir_ = std::make_unique<QTemporaryDir>(QDir::tempPath() + QStringLiteral("/idemwatch-test-XXXXXX"));
+  dir_ =
+      std::make_unique<QTemporaryDir>(QDir::tempPath() + QStringLiteral("/idemwatch-test-XXXXXX"));
   if (!dir_->isValid()) throw std::runtime_error("cannot create a temporary folder for PostgreSQL");
   QFile::setPermissions(dir_->path(), QFileDevice::ReadOwner | QFileDevice::WriteOwner |
                                           QFileDevice::ExeOwner | QFileDevice::ReadOther |
@@ -54,7 +56,9 @@ PgCluster::~PgCluster() {
   }
 }
 
-QString PgCluster::socketDir() const { return dir_->path() + QStringLiteral("/sock"); }
+QString PgCluster::socketDir() const {
+  return dir_->path() + QStringLiteral("/sock");
+}
 
 QString PgCluster::dsn(const QString& dbname) const {
   return QStringLiteral("host=%1 port=%2 user=postgres dbname=%3")
@@ -68,7 +72,8 @@ QString PgCluster::runAsOwner(const QStringList& command, int timeoutMs) const {
   p.setProcessChannelMode(QProcess::MergedChannels);
   QStringList argv = command;
   if (geteuid() == 0) {
-    argv = QStringList{QStringLiteral("-u"), QStringLiteral("postgres"), QStringLiteral("--")} + argv;
+    argv =
+        QStringList{QStringLiteral("-u"), QStringLiteral("postgres"), QStringLiteral("--")} + argv;
     p.start(QStringLiteral("runuser"), argv);
   } else {
     p.start(argv.takeFirst(), argv);
@@ -76,8 +81,8 @@ QString PgCluster::runAsOwner(const QStringList& command, int timeoutMs) const {
   if (!p.waitForFinished(timeoutMs) || p.exitStatus() != QProcess::NormalExit ||
       p.exitCode() != 0) {
     const QString out = QString::fromLocal8Bit(p.readAll());
-    throw std::runtime_error(("PostgreSQL command failed: " + command.join(' ') + "\n" + out)
-                                 .toStdString());
+    throw std::runtime_error(
+        ("PostgreSQL command failed: " + command.join(' ') + "\n" + out).toStdString());
   }
   return QString::fromLocal8Bit(p.readAll());
 }
@@ -90,12 +95,12 @@ void PgCluster::start() {
                            .arg(port_)
                            .arg(socketDir());
   try {
-    runAsOwner({postgresBinDir() + QStringLiteral("/pg_ctl"), QStringLiteral("-D"),
-                dir_->path() + QStringLiteral("/data"), QStringLiteral("-l"),
-                dir_->path() + QStringLiteral("/postgres.log"), QStringLiteral("-w"),
-                QStringLiteral("-t"), QStringLiteral("60"), QStringLiteral("-o"), opts,
-                QStringLiteral("start")},
-               90000);
+    runAsOwner(
+        {postgresBinDir() + QStringLiteral("/pg_ctl"), QStringLiteral("-D"),
+         dir_->path() + QStringLiteral("/data"), QStringLiteral("-l"),
+         dir_->path() + QStringLiteral("/postgres.log"), QStringLiteral("-w"), QStringLiteral("-t"),
+         QStringLiteral("60"), QStringLiteral("-o"), opts, QStringLiteral("start")},
+        90000);
   } catch (const std::exception& e) {
     QFile log(dir_->path() + QStringLiteral("/postgres.log"));
     log.open(QIODevice::ReadOnly);
@@ -116,16 +121,17 @@ void PgCluster::startWatchdog() {
           "%2'%3/pg_ctl' -D '%4/data' -m immediate stop >/dev/null 2>&1; rm -rf '%4'")
           .arg(QCoreApplication::applicationPid())
           .arg(runAs, postgresBinDir(), dir_->path());
-  watchdogStarted_ = QProcess::startDetached(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), script});
+  watchdogStarted_ =
+      QProcess::startDetached(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), script});
 }
 
 void PgCluster::stop() {
   if (!running_) return;
-  runAsOwner({postgresBinDir() + QStringLiteral("/pg_ctl"), QStringLiteral("-D"),
-              dir_->path() + QStringLiteral("/data"), QStringLiteral("-m"), QStringLiteral("fast"),
-              QStringLiteral("-w"), QStringLiteral("-t"), QStringLiteral("60"),
-              QStringLiteral("stop")},
-             90000);
+  runAsOwner(
+      {postgresBinDir() + QStringLiteral("/pg_ctl"), QStringLiteral("-D"),
+       dir_->path() + QStringLiteral("/data"), QStringLiteral("-m"), QStringLiteral("fast"),
+       QStringLiteral("-w"), QStringLiteral("-t"), QStringLiteral("60"), QStringLiteral("stop")},
+      90000);
   running_ = false;
 }
 

@@ -31,8 +31,7 @@ std::string TestDatabase::serverDsn() {
   return std::string(std::getenv("IDEMWATCH_TEST_DSN")) + " dbname=postgres";
 }
 
-TestDatabase::TestDatabase(const std::string& name, bool migrate)
-    : name_(name), migrate_(migrate) {
+TestDatabase::TestDatabase(const std::string& name, bool migrate) : name_(name), migrate_(migrate) {
   create();
 }
 
@@ -60,9 +59,13 @@ void TestDatabase::create() {
   if (migrate_) idem::migrate(c, idem::bundledMigrations());
 }
 
-void TestDatabase::reset() { create(); }
+void TestDatabase::reset() {
+  create();
+}
 
-std::string TestDatabase::dsn() const { return serverDsn() + " dbname=" + name_; }
+std::string TestDatabase::dsn() const {
+  return serverDsn() + " dbname=" + name_;
+}
 
 std::string TestDatabase::dsnAs(const std::string& user) const {
   return dsn() + " user=" + user;
@@ -78,7 +81,8 @@ std::string TestDatabase::createLoginRole(const std::string& base, const std::st
   pqxx::nontransaction tx(c);
   tx.exec("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = " + tx.quote(role) +
           ") THEN CREATE ROLE " + tx.quote_name(role) + " LOGIN; END IF; END $$");
-  if (!groupRole.empty()) tx.exec("GRANT " + tx.quote_name(groupRole) + " TO " + tx.quote_name(role));
+  if (!groupRole.empty())
+    tx.exec("GRANT " + tx.quote_name(groupRole) + " TO " + tx.quote_name(role));
   return role;
 }
 

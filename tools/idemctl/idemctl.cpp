@@ -2,6 +2,7 @@
 
 #include <ostream>
 
+#include "idem/build_info.hpp"
 #include "idem/command_line.hpp"
 #include "idem/database_error.hpp"
 #include "idem/migrations.hpp"
@@ -47,8 +48,7 @@ int run(const std::vector<std::string>& args, Streams streams, const std::atomic
       return kOk;
     }
     if (command == "version" || command == "--version") {
-      streams.out << "idemctl " << IDEMWATCH_VERSION << " (revision " << IDEMWATCH_REVISION
-                  << ")\n";
+      streams.out << "idemctl " << IDEMWATCH_VERSION << " (revision " << buildRevision() << ")\n";
       return kOk;
     }
     streams.err << "idemctl: unknown command '" << command << "' (try: idemctl help)\n";

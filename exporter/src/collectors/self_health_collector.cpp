@@ -1,5 +1,6 @@
 #include "collectors/self_health_collector.hpp"
 
+#include "idem/build_info.hpp"
 #include "metric_families.hpp"
 
 namespace idem::exporter {
@@ -96,7 +97,7 @@ void SelfHealthCollector::collect(std::vector<prometheus::MetricFamily>& out) co
     addSample(resolved, {{"table", t.table}, {"resolution", "abandoned"}},
               static_cast<double>(t.gapsAbandoned.load()));
   }
-  addSample(build, {{"version", IDEMWATCH_VERSION}, {"revision", IDEMWATCH_REVISION}}, 1);
+  addSample(build, {{"version", IDEMWATCH_VERSION}, {"revision", buildRevision()}}, 1);
   for (auto* f : {&dbUp, &duration, &errors, &last, &rows, &gaps, &resolved, &overflow, &build}) {
     out.push_back(std::move(*f));
   }

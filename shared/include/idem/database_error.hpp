@@ -1,5 +1,6 @@
 // Errors from the database, translated once: every component shows the same readable message and
-// can branch on the SQLSTATE (23505 unique violation, 22023 invalid parameter, 08xxx connection...).
+// can branch on the SQLSTATE (23505 unique violation, 22023 invalid parameter, 08xxx
+// connection...).
 #pragma once
 
 #include <stdexcept>
@@ -22,7 +23,8 @@ class DatabaseError : public std::runtime_error {
   std::string sqlstate_;
 };
 
-// The first line of a libpq error text without its "ERROR:  " prefix, so messages read as sentences.
+// The first line of a libpq error text without its "ERROR:  " prefix, so messages read as
+// sentences.
 std::string primaryMessage(const std::string& libpqText);
 
 // Runs fn and rethrows libpqxx's exceptions as DatabaseError. What the function does is the context

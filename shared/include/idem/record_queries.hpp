@@ -1,5 +1,6 @@
 // Reading one record and its evidence: the record, its transitions, the attempts for its key and
-// the fund flows of its business object. The admin app's detail view and `idemctl settle` use these.
+// the fund flows of its business object. The admin app's detail view and `idemctl settle` use
+// these.
 #pragma once
 
 #include <optional>
