@@ -16,7 +16,25 @@ std::string primaryMessage(const std::string& libpqText) {
   return line;
 }
 
+DatabaseErrorKind classifySqlstate(const std::string& s) noexcept {
+  if (s.starts_with("08") || s == "57P01" || s == "57P02" || s == "57P03" || s == "57P05") {
+    return DatabaseErrorKind::ConnectionLost;
+  }
+  if (s == "28P01" || s == "28000") return DatabaseErrorKind::NeedsPassword;
+  if (s == "57014") return DatabaseErrorKind::QueryCancelled;
+  if (s.starts_with("40") && s != "40003") return DatabaseErrorKind::Serialization;
+  if (s.starts_with("23")) return DatabaseErrorKind::Constraint;
+  return DatabaseErrorKind::Other;
+}
+
 namespace {
+
+// libpq reports a failed connection attempt as text only, with no SQLSTATE: these are the two
+// ways it says that a password is needed (libpq's fe-auth.c and the server's auth.c).
+bool saysPasswordNeeded(const std::string& text) {
+  return text.find("no password supplied") != std::string::npos ||
+         text.find("password authentication failed") != std::string::npos;
+}
 
 // libpqxx 6.4 throws a class per error category but does not always fill in the SQLSTATE; the
 // class tells it back where the state is missing.
@@ -59,6 +77,9 @@ void rethrowAsDatabaseError(const char* what) {
   } catch (const pqxx::transaction_rollback& e) {
     throw DatabaseError("40000", context + primaryMessage(e.what()));
   } catch (const pqxx::broken_connection& e) {
+    if (saysPasswordNeeded(e.what())) {
+      throw DatabaseError("28P01", context + primaryMessage(e.what()));
+    }
     throw DatabaseError(
         "08006", context + "lost the database connection (" + primaryMessage(e.what()) + ")");
   } catch (const pqxx::in_doubt_error& e) {
@@ -68,6 +89,22 @@ void rethrowAsDatabaseError(const char* what) {
   } catch (const pqxx::failure& e) {
     throw DatabaseError("", context + primaryMessage(e.what()));
   }
+}
+
+std::optional<DatabaseError> asDatabaseError(std::exception_ptr error, const char* what) {
+  try {
+    try {
+      std::rethrow_exception(error);
+    } catch (const DatabaseError&) {
+      throw;
+    } catch (const pqxx::failure&) {
+      rethrowAsDatabaseError(what);
+    }
+  } catch (const DatabaseError& e) {
+    return e;
+  } catch (...) {
+  }
+  return std::nullopt;
 }
 
 }  // namespace idem

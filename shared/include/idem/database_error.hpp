@@ -3,24 +3,48 @@
 // connection...).
 #pragma once
 
+#include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 namespace idem {
 
+// What a caller does about an error, decided here once for the exporter, the GUI and idemctl.
+enum class DatabaseErrorKind {
+  ConnectionLost,  // the session is over (class 08, or the server ending it: 57P01/02/03/05);
+                   // whatever was in flight may or may not have run
+  NeedsPassword,   // the server wants a password we lack or refused it (28P01, 28000):
+                   // retrying cannot help until a person supplies one
+  QueryCancelled,  // statement_timeout or a cancel request (57014): the session is still fine
+  Serialization,   // serialization failure or deadlock (class 40 except 40003): safe to retry
+  Constraint,      // class 23: the database refused the data
+  Other,
+};
+
+DatabaseErrorKind classifySqlstate(const std::string& sqlstate) noexcept;
+
 class DatabaseError : public std::runtime_error {
  public:
   DatabaseError(std::string sqlstate, const std::string& message)
-      : std::runtime_error(message), sqlstate_(std::move(sqlstate)) {}
+      : std::runtime_error(message),
+        sqlstate_(std::move(sqlstate)),
+        kind_(classifySqlstate(sqlstate_)) {}
 
-  // Five characters, or "08006" when the connection was lost, "" when unknown.
+  // Five characters, or "08006" when the connection was lost, "28P01" when a password is
+  // missing or wrong, "" when unknown.
   const std::string& sqlstate() const noexcept { return sqlstate_; }
-  // Class 08: the connection is gone; the operation may or may not have run.
-  bool isConnectionLoss() const noexcept { return sqlstate_.starts_with("08"); }
+  DatabaseErrorKind kind() const noexcept { return kind_; }
+  // The session cannot be used any more: reconnect (or, for a password, ask a person).
+  bool endsSession() const noexcept {
+    return kind_ == DatabaseErrorKind::ConnectionLost || kind_ == DatabaseErrorKind::NeedsPassword;
+  }
+  bool isConnectionLoss() const noexcept { return kind_ == DatabaseErrorKind::ConnectionLost; }
 
  private:
   std::string sqlstate_;
+  DatabaseErrorKind kind_;
 };
 
 // The first line of a libpq error text without its "ERROR:  " prefix, so messages read as
@@ -33,6 +57,10 @@ template <typename Fn>
 decltype(auto) translatingErrors(const char* what, Fn&& fn);
 
 [[noreturn]] void rethrowAsDatabaseError(const char* what);
+
+// The in-flight exception (any type) as a DatabaseError, or nullopt when it is not a database
+// error at all: for callers that hold an exception_ptr, like the exporter's collection loop.
+std::optional<DatabaseError> asDatabaseError(std::exception_ptr error, const char* what);
 
 template <typename Fn>
 decltype(auto) translatingErrors(const char* what, Fn&& fn) {
