@@ -75,14 +75,10 @@ std::string ConnectionSettings::redacted() const {
 std::unique_ptr<pqxx::connection> connect(const ConnectionSettings& settings) {
   try {
     return std::make_unique<pqxx::connection>(settings.effectiveDsn());
-  } catch (const pqxx::broken_connection& e) {
-    throw DatabaseError("08001", "cannot connect to the database " + settings.redacted() +
-                                     " (from " + settings.source +
-                                     "): " + primaryMessage(e.what()));
   } catch (const pqxx::failure& e) {
-    throw DatabaseError("08001", "cannot connect to the database " + settings.redacted() +
-                                     " (from " + settings.source +
-                                     "): " + primaryMessage(e.what()));
+    throw DatabaseError(connectFailureSqlstate(e.what()),
+                        "cannot connect to the database " + settings.redacted() + " (from " +
+                            settings.source + "): " + primaryMessage(e.what()));
   }
 }
 

@@ -20,7 +20,7 @@ DatabaseErrorKind classifySqlstate(const std::string& s) noexcept {
   if (s.starts_with("08") || s == "57P01" || s == "57P02" || s == "57P03" || s == "57P05") {
     return DatabaseErrorKind::ConnectionLost;
   }
-  if (s == "28P01" || s == "28000") return DatabaseErrorKind::NeedsPassword;
+  if (s == "28P01") return DatabaseErrorKind::NeedsPassword;
   if (s == "57014") return DatabaseErrorKind::QueryCancelled;
   if (s.starts_with("40") && s != "40003") return DatabaseErrorKind::Serialization;
   if (s.starts_with("23")) return DatabaseErrorKind::Constraint;
@@ -61,6 +61,10 @@ std::string sqlstateOf(const pqxx::sql_error& e) {
 }
 
 }  // namespace
+
+std::string connectFailureSqlstate(const std::string& libpqText) {
+  return saysPasswordNeeded(libpqText) ? "28P01" : "08001";
+}
 
 void rethrowAsDatabaseError(const char* what) {
   const std::string context = std::string(what) + ": ";

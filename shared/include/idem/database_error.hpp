@@ -15,7 +15,7 @@ namespace idem {
 enum class DatabaseErrorKind {
   ConnectionLost,  // the session is over (class 08, or the server ending it: 57P01/02/03/05);
                    // whatever was in flight may or may not have run
-  NeedsPassword,   // the server wants a password we lack or refused it (28P01, 28000):
+  NeedsPassword,   // the server wants a password we lack or refused it (28P01):
                    // retrying cannot help until a person supplies one
   QueryCancelled,  // statement_timeout or a cancel request (57014): the session is still fine
   Serialization,   // serialization failure or deadlock (class 40 except 40003): safe to retry
@@ -57,6 +57,10 @@ template <typename Fn>
 decltype(auto) translatingErrors(const char* what, Fn&& fn);
 
 [[noreturn]] void rethrowAsDatabaseError(const char* what);
+
+// A failed connection attempt carries no SQLSTATE, only libpq's text: "28P01" when that text says
+// a password is missing or was refused, else "08001" (cannot connect).
+std::string connectFailureSqlstate(const std::string& libpqText);
 
 // The in-flight exception (any type) as a DatabaseError, or nullopt when it is not a database
 // error at all: for callers that hold an exception_ptr, like the exporter's collection loop.
