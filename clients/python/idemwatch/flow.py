@@ -20,7 +20,6 @@ of the protocol leads to is decided in this file only:
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import json
 from typing import Any, Callable, Generator, Iterator, Optional
@@ -119,9 +118,24 @@ def guarded_call(call: ToolCall, classify: Optional[Classifier]) -> Flow:
 
 
 class Answer:
-    """What a step gave back, as the guard performing it sets it."""
+    """What a step gave back: the guard performing it sets `value` inside `with driver.answering()`;
+    leaving the block hands the value, or the exception that ended the block, to the driver."""
 
-    value: Any = None
+    __slots__ = ("_driver", "value")
+
+    def __init__(self, driver: Driver):
+        self._driver = driver
+        self.value: Any = None
+
+    def __enter__(self) -> Answer:
+        return self
+
+    def __exit__(self, kind: Any, exc: Optional[BaseException], traceback: Any) -> bool:
+        if exc is None:
+            self._driver._answer = self.value
+        else:
+            self._driver._failure = exc  # the flow decides what each failure means
+        return True
 
 
 class Driver:
@@ -147,15 +161,8 @@ class Driver:
                 return
             yield step
 
-    @contextlib.contextmanager
-    def answering(self) -> Iterator[Answer]:
-        answer = Answer()
-        try:
-            yield answer
-        except BaseException as exc:  # noqa: BLE001 - the flow decides what each failure means
-            self._failure = exc
-        else:
-            self._answer = answer.value
+    def answering(self) -> Answer:
+        return Answer(self)
 
 
 def perform(protocol: Any, step: Step, args: tuple) -> Any:

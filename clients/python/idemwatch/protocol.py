@@ -104,7 +104,7 @@ def _flow_result(row: tuple) -> tuple[int, bool]:
     return int(row[0]), bool(row[1])
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class _Statement(Generic[_R]):
     """One protocol call as the database takes it: the statement, its parameters, how its row reads."""
 
@@ -184,6 +184,9 @@ class _Autocommitted:
         return None
 
 
+_AUTOCOMMITTED = _Autocommitted()
+
+
 def _own_transaction(conn: Any) -> Any:
     """What a statement commits in: itself on an autocommit connection, else a transaction of its
     own. A connection already inside a transaction is refused."""
@@ -192,7 +195,7 @@ def _own_transaction(conn: Any) -> Any:
             "the idem protocol needs each call to commit on its own, but the connection is inside "
             "an open transaction: use an autocommit connection"
         )
-    return _Autocommitted() if conn.autocommit else conn.transaction()
+    return _AUTOCOMMITTED if conn.autocommit else conn.transaction()
 
 
 def _method(call: _F, build: Callable[..., Any], owner: str) -> _F:
