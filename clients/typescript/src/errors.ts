@@ -10,8 +10,8 @@ import type { ChangeResult } from "./protocol";
 import type { RecordStatus } from "./vocabulary";
 
 /**
- * The base of every error here: its `name` is its class's, set once for all of them (a subclass of
- * one of them, a caller's or the guard's own, is named for itself as Python's type(exc).__name__ is).
+ * The base of every error here: its `name` is its class's, set once for all of them. A caller's
+ * subclass is named for itself, as Python's type(exc).__name__ is.
  */
 export class NamedError extends Error {
   constructor(message?: string, options?: ErrorOptions) {

@@ -303,8 +303,10 @@ describe("Guard", () => {
   // After a paid call, a second one the layer refuses before anything runs: the same key with another
   // request, or a new key for the same business object.
   const refusals = [
-    { name: "same key with a different request is a payload mismatch", prefix: "mismatch", outcome: "payload_mismatch", error: PayloadMismatch, second: (order: string) => payment(order, "llm", { amount: 9990 }) },
-    { name: "a new key for a paid business object is rejected", prefix: "paid", outcome: "rejected", error: Rejected, second: (order: string) => payment(order, "initial", { attempt: 2 }) },
+    { name: "same key with a different request is a payload mismatch", prefix: "mismatch", outcome: "payload_mismatch",
+      error: PayloadMismatch, second: (order: string) => payment(order, "llm", { amount: 9990 }) },
+    { name: "a new key for a paid business object is rejected", prefix: "paid", outcome: "rejected",
+      error: Rejected, second: (order: string) => payment(order, "initial", { attempt: 2 }) },
   ];
   for (const { name, prefix, outcome, error, second } of refusals) {
     test(name, async () => {
