@@ -1,9 +1,10 @@
 """The one decision procedure of a guarded call, written once for the blocking and the asyncio guard.
 
 `guarded_call` is a generator that never touches a connection: it yields each step it needs (claim
-the key, run the body, report), the driver (`Guard` or `AsyncGuard`) performs the step and sends the
-answer back, or throws the step's exception into it. So what each answer of the protocol leads to is
-decided in this file only:
+the key, run the body, report); a `Driver` hands each step to the guard (`Guard` or `AsyncGuard`),
+which performs it (`perform` maps a step to its protocol call), and sends the answer back, or
+throws the step's exception in. The guards differ only in blocking or awaiting. So what each answer
+of the protocol leads to is decided in this file only:
 
 - executed: the body runs once; its return value is stored (complete) and returned.
   It raises BusinessFailure -> final fail, the caller gets FinalFailure;
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import json
-from typing import Any, Callable, Generator, Optional
+from typing import Any, Callable, Generator, Iterator, Optional
 
 import psycopg
 
@@ -40,13 +41,14 @@ class Step(enum.Enum):
 
 
 Flow = Generator[tuple, Any, ToolResult]
+Classifier = Callable[[BaseException], Optional[Failure]]
 
 # The layer is unreachable: nothing ran. Any other database error of begin (a bound, a missing
 # grant) is a deterministic refusal of this request and reaches the caller as it is.
 UNREACHABLE = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
-def guarded_call(call: ToolCall, classify: Optional[Callable[[BaseException], Optional[Failure]]]) -> Flow:
+def guarded_call(call: ToolCall, classify: Optional[Classifier]) -> Flow:
     where = dict(key=call.key, tool=call.tool)
     subject = f"{call.tool} for {call.biz_type} {call.biz_id}"
     try:
@@ -113,6 +115,81 @@ def guarded_call(call: ToolCall, classify: Optional[Callable[[BaseException], Op
         **where,
     )
     return ToolResult(call.key, Outcome.EXECUTED, True, response, refused)
+
+
+class Answer:
+    """What a step gave back: the guard performing it sets `value` inside `with driver.answering()`;
+    leaving the block hands the value, or the exception that ended the block, to the driver."""
+
+    __slots__ = ("_driver", "value")
+
+    def __init__(self, driver: Driver):
+        self._driver = driver
+        self.value: Any = None
+
+    def __enter__(self) -> Answer:
+        return self
+
+    def __exit__(self, kind: Any, exc: Optional[BaseException], traceback: Any) -> bool:
+        if exc is None:
+            self._driver._answer = self.value
+        else:
+            self._driver._failure = exc  # the flow decides what each failure means
+        return True
+
+
+class Driver:
+    """Runs a flow to its end, the same loop for both guards: iterating gives each step the flow asks
+    for; the guard performs it (blocking, or awaited: the only part that differs) inside
+    `answering()`, which sends the step's value or its exception back into the flow. `result` is the
+    ToolResult the flow returns; an exception the flow lets through (an interrupt) ends the loop."""
+
+    def __init__(self, flow: Flow):
+        self._flow = flow
+        self._answer: Any = None
+        self._failure: Optional[BaseException] = None
+        self.result: Optional[ToolResult] = None
+
+    def __iter__(self) -> Iterator[tuple[Step, tuple]]:
+        while True:
+            answer, failure = self._answer, self._failure
+            self._answer, self._failure = None, None
+            try:
+                step = self._flow.throw(failure) if failure is not None else self._flow.send(answer)
+            except StopIteration as done:
+                self.result = done.value
+                return
+            yield step
+
+    def answering(self) -> Answer:
+        return Answer(self)
+
+
+def perform(protocol: Any, step: Step, args: tuple) -> Any:
+    """Calls the protocol function a step names with the step's arguments: on a Protocol, its
+    answer; on an AsyncProtocol, the awaitable of it. The one mapping of steps to calls."""
+    if step is Step.BEGIN:
+        (call,) = args
+        return protocol.begin(
+            call.key,
+            call.biz_type,
+            call.biz_id,
+            call.tool,
+            trigger_source=call.context.trigger_source,
+            payload=call.payload,
+            request_hash=call.request_hash,
+            lease=call.lease,
+            agent_id=call.context.agent_id,
+            trace_id=call.context.trace_id,
+        )
+    if step is Step.COMPLETE:
+        claim, version, stored = args
+        return protocol.complete(claim.key, version, stored, claim.token)
+    if step is Step.FAIL:
+        claim, reason, retry_allowed = args
+        return protocol.fail(claim.key, claim.version, reason, claim.token, retry_allowed=retry_allowed)
+    claim, reason = args
+    return protocol.mark_unknown(claim.key, claim.version, reason, claim.token)
 
 
 def not_executed(begun: BeginResult, subject: str, where: dict) -> Optional[errors.IdemError]:

@@ -22,20 +22,70 @@ import datetime
 import functools
 import inspect
 import threading
-from typing import Any, Callable, Iterator, Optional, Union
+from typing import Any, Callable, Generic, Iterator, Optional, TypeVar, Union
 
 import psycopg
 
-from .call import CallContext, Failure, ToolCall, ToolResult, current_context
-from .flow import Flow, Step, as_json, guarded_call
+from .call import CallContext, ToolCall, ToolResult, current_context
+from .flow import Classifier, Driver, Step, as_json, guarded_call, perform
 from .keys import stable_key
 from .protocol import DEFAULT_LEASE, Protocol
 
 Connector = Union[str, Callable[[], psycopg.Connection], Any]
-Classifier = Callable[[BaseException], Optional[Failure]]
+_Tool = TypeVar("_Tool")
 
 
-class Guard:
+class GuardBase(Generic[_Tool]):
+    """What Guard and AsyncGuard share: how `connect` is read (a DSN, a function returning a new
+    connection, or a pool with a `connection()` context manager), the lease, the classifier, the
+    flow each call runs and the `tool` decorator. A subclass says how a DSN is opened (`_open`) and
+    what a wrapped tool is (`_wrap`), and performs the steps."""
+
+    def __init__(self, connect: Any, *, lease: datetime.timedelta, classify: Optional[Classifier]):
+        self._pool = None
+        if isinstance(connect, str):
+            self._connect = functools.partial(self._open, connect)
+        elif callable(getattr(connect, "connection", None)):
+            self._pool = connect
+        else:
+            self._connect = connect
+        self.lease = lease
+        self._classify = classify
+
+    @staticmethod
+    def _open(dsn: str) -> Any:
+        raise NotImplementedError
+
+    def _wrap(self, fn: Callable[..., Any], spec: ToolSpec, **options: Any) -> _Tool:
+        raise NotImplementedError
+
+    def _driver(self, call: ToolCall) -> Driver:
+        return Driver(guarded_call(call, self._classify))
+
+    def tool(
+        self,
+        *,
+        biz_type: str,
+        biz_id: Union[str, Callable[[dict], str]],
+        tool: Optional[str] = None,
+        attempt: Union[int, str, Callable[[dict], int]] = 1,
+        payload: Optional[Callable[[dict], Any]] = None,
+        lease: Optional[datetime.timedelta] = None,
+        **options: Any,
+    ) -> Callable[[Callable[..., Any]], _Tool]:
+        """Wraps a tool function. `biz_id` and `attempt` are an argument's name or a function of the
+        arguments; the key is `stable_key(biz_type, biz_id, tool, attempt)`, never per retry.
+        `payload` picks the request that must repeat exactly (default: all arguments). `options`
+        are the guard's own (AsyncGuard: `timeout`, the body's answer deadline; Guard: none)."""
+
+        def wrap(fn: Callable[..., Any]) -> _Tool:
+            spec = ToolSpec(biz_type, biz_id, tool or fn.__name__, attempt, payload, lease or self.lease)
+            return self._wrap(fn, spec, **options)
+
+        return wrap
+
+
+class Guard(GuardBase["GuardedTool"]):
     """Runs tool calls under the protocol. Thread-safe.
 
     `connect` is one of: a libpq DSN or a function returning a new connection (the guard keeps one
@@ -46,17 +96,12 @@ class Guard:
     """
 
     def __init__(self, connect: Connector, *, lease: datetime.timedelta = DEFAULT_LEASE, classify: Optional[Classifier] = None):
-        self._pool = None
-        if isinstance(connect, str):
-            dsn = connect
-            self._connect: Callable[[], psycopg.Connection] = lambda: psycopg.connect(dsn, autocommit=True)
-        elif callable(getattr(connect, "connection", None)):
-            self._pool = connect
-        else:
-            self._connect = connect
-        self.lease = lease
-        self._classify = classify
+        super().__init__(connect, lease=lease, classify=classify)
         self._local = threading.local()
+
+    @staticmethod
+    def _open(dsn: str) -> psycopg.Connection:
+        return psycopg.connect(dsn, autocommit=True)
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Protocol]:
@@ -80,66 +125,18 @@ class Guard:
 
     def run(self, call: ToolCall, body: Callable[[], Any]) -> ToolResult:
         """Claims `call.key`, runs `body` only if this call owns it, reports what happened."""
-        return self._drive(guarded_call(call, self._classify), body)
-
-    def _drive(self, flow: Flow, body: Callable[[], Any]) -> ToolResult:
-        answer: Any = None
-        failure: Optional[BaseException] = None
-        while True:
-            try:
-                step, args = flow.throw(failure) if failure is not None else flow.send(answer)
-            except StopIteration as done:
-                return done.value
-            answer, failure = None, None
-            try:
-                answer = body() if step is Step.BODY else self._perform(step, args)
-            except BaseException as exc:  # noqa: BLE001 - the flow decides what each failure means
-                failure = exc
+        driver = self._driver(call)
+        for step, args in driver:
+            with driver.answering() as answer:
+                answer.value = body() if step is Step.BODY else self._perform(step, args)
+        return driver.result
 
     def _perform(self, step: Step, args: tuple) -> Any:
         with self.session() as protocol:
-            if step is Step.BEGIN:
-                (call,) = args
-                return protocol.begin(
-                    call.key,
-                    call.biz_type,
-                    call.biz_id,
-                    call.tool,
-                    trigger_source=call.context.trigger_source,
-                    payload=call.payload,
-                    request_hash=call.request_hash,
-                    lease=call.lease,
-                    agent_id=call.context.agent_id,
-                    trace_id=call.context.trace_id,
-                )
-            if step is Step.COMPLETE:
-                claim, version, stored = args
-                return protocol.complete(claim.key, version, stored, claim.token)
-            if step is Step.FAIL:
-                claim, reason, retry_allowed = args
-                return protocol.fail(claim.key, claim.version, reason, claim.token, retry_allowed=retry_allowed)
-            claim, reason = args
-            return protocol.mark_unknown(claim.key, claim.version, reason, claim.token)
+            return perform(protocol, step, args)
 
-    def tool(
-        self,
-        *,
-        biz_type: str,
-        biz_id: Union[str, Callable[[dict], str]],
-        tool: Optional[str] = None,
-        attempt: Union[int, str, Callable[[dict], int]] = 1,
-        payload: Optional[Callable[[dict], Any]] = None,
-        lease: Optional[datetime.timedelta] = None,
-    ) -> Callable[[Callable[..., Any]], "GuardedTool"]:
-        """Wraps a tool function. `biz_id` and `attempt` are an argument's name or a function of the
-        arguments; the key is `stable_key(biz_type, biz_id, tool, attempt)`, never per retry.
-        `payload` picks the request that must repeat exactly (default: all arguments)."""
-
-        def wrap(fn: Callable[..., Any]) -> GuardedTool:
-            spec = ToolSpec(biz_type, biz_id, tool or fn.__name__, attempt, payload, lease or self.lease)
-            return GuardedTool(self, fn, spec)
-
-        return wrap
+    def _wrap(self, fn: Callable[..., Any], spec: ToolSpec) -> GuardedTool:
+        return GuardedTool(self, fn, spec)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,11 +175,10 @@ class ToolSpec:
         )
 
 
-class GuardedTool:
-    """A tool function under a Guard. Calling it returns the response or raises an IdemError;
-    `.run(...)` returns the ToolResult instead."""
+class GuardedToolBase:
+    """A tool function under a guard, and how its arguments become the ToolCall (`call_for`)."""
 
-    def __init__(self, guard: Guard, fn: Callable[..., Any], spec: ToolSpec):
+    def __init__(self, guard: GuardBase[Any], fn: Callable[..., Any], spec: ToolSpec):
         self.guard, self.fn, self.spec = guard, fn, spec
         self.tool_name = spec.tool
         self._signature = inspect.signature(fn)
@@ -191,8 +187,16 @@ class GuardedTool:
     def call_for(self, args: tuple, kwargs: dict, context: Optional[CallContext] = None) -> ToolCall:
         return self.spec.call_for(self._signature, args, kwargs, context)
 
+
+class GuardedTool(GuardedToolBase):
+    """A tool function under a Guard. Calling it returns the response or raises an IdemError;
+    `.run(...)` returns the ToolResult instead."""
+
+    guard: Guard
+
     def run(self, *args: Any, context: Optional[CallContext] = None, **kwargs: Any) -> ToolResult:
         return self.guard.run(self.call_for(args, kwargs, context), lambda: self.fn(*args, **kwargs))
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.run(*args, **kwargs).unwrap()
+

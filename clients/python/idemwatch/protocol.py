@@ -14,13 +14,25 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any, Optional
+import functools
+import inspect
+import sys
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generic, Optional, TypeVar
 
 import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from .vocabulary import Outcome, RecordStatus, ResultCode, TriggerSource
+
+if TYPE_CHECKING:
+    if sys.version_info >= (3, 10):
+        from typing import Concatenate, ParamSpec
+    else:
+        from typing_extensions import Concatenate, ParamSpec
+    _P = ParamSpec("_P")
+_R = TypeVar("_R")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 # The statements, with every parameter typed so that a NULL never leaves the overload ambiguous.
 BEGIN_SQL = (
@@ -80,26 +92,34 @@ def _status(text: Optional[str]) -> Optional[RecordStatus]:
     return None if text is None else RecordStatus(text)
 
 
-class Protocol:
-    """The protocol over one psycopg connection. Not for use by two threads at once."""
+def _begin_result(row: tuple) -> BeginResult:
+    return BeginResult(Outcome(row[0]), _status(row[1]), row[2], row[3], row[4])
 
-    def __init__(self, connection: psycopg.Connection):
-        self.connection = connection
 
-    def _one(self, sql: str, params: tuple) -> tuple:
-        conn = self.connection
-        if conn.info.transaction_status != TransactionStatus.IDLE:
-            raise ProtocolMisuse(
-                "the idem protocol needs each call to commit on its own, but the connection is inside "
-                "an open transaction: use an autocommit connection"
-            )
-        if conn.autocommit:
-            return conn.execute(sql, params).fetchone()
-        with conn.transaction():
-            return conn.execute(sql, params).fetchone()
+def _change_result(row: tuple) -> ChangeResult:
+    return ChangeResult(ResultCode(row[0]), _status(row[1]), row[2])
 
+
+def _flow_result(row: tuple) -> tuple[int, bool]:
+    return int(row[0]), bool(row[1])
+
+
+@dataclasses.dataclass
+class _Statement(Generic[_R]):
+    """One protocol call as the database takes it: the statement, its parameters, how its row reads."""
+
+    sql: str
+    params: tuple
+    read: Callable[[tuple], _R]
+
+
+class _Calls:
+    """Each protocol function once: its parameters, statement and answer. `Protocol` runs them
+    blocking and `AsyncProtocol` awaited (`_blocking`, `_awaited`); the signatures and docstrings
+    here are the methods'."""
+
+    @staticmethod
     def begin(
-        self,
         key: str,
         biz_type: str,
         biz_id: str,
@@ -111,34 +131,29 @@ class Protocol:
         lease: datetime.timedelta = DEFAULT_LEASE,
         agent_id: Optional[str] = None,
         trace_id: Optional[str] = None,
-    ) -> BeginResult:
+    ) -> _Statement[BeginResult]:
         """Claims the key. `request_hash` None: the database hashes the payload's jsonb text."""
         source = TriggerSource(trigger_source)
-        row = self._one(
-            BEGIN_SQL,
-            (key, biz_type, biz_id, tool, request_hash, source.value, Jsonb(payload), lease, agent_id, trace_id),
-        )
-        return BeginResult(Outcome(row[0]), _status(row[1]), row[2], row[3], row[4])
+        params = (key, biz_type, biz_id, tool, request_hash, source.value, Jsonb(payload), lease, agent_id, trace_id)
+        return _Statement(BEGIN_SQL, params, _begin_result)
 
-    def complete(self, key: str, expected_version: int, response: Any, claim_token: Optional[str]) -> ChangeResult:
-        return self._change(COMPLETE_SQL, (key, expected_version, Jsonb(response), claim_token))
+    @staticmethod
+    def complete(key: str, expected_version: int, response: Any, claim_token: Optional[str]) -> _Statement[ChangeResult]:
+        return _Statement(COMPLETE_SQL, (key, expected_version, Jsonb(response), claim_token), _change_result)
 
+    @staticmethod
     def fail(
-        self,
-        key: str,
-        expected_version: int,
-        error: str,
-        claim_token: Optional[str],
-        retry_allowed: bool = False,
-    ) -> ChangeResult:
+        key: str, expected_version: int, error: str, claim_token: Optional[str], retry_allowed: bool = False
+    ) -> _Statement[ChangeResult]:
         """retry_allowed False: a definite business failure, final. True: it never reached downstream."""
-        return self._change(FAIL_SQL, (key, expected_version, error, claim_token, retry_allowed))
+        return _Statement(FAIL_SQL, (key, expected_version, error, claim_token, retry_allowed), _change_result)
 
-    def mark_unknown(self, key: str, expected_version: int, reason: str, claim_token: Optional[str]) -> ChangeResult:
-        return self._change(MARK_UNKNOWN_SQL, (key, expected_version, reason, claim_token))
+    @staticmethod
+    def mark_unknown(key: str, expected_version: int, reason: str, claim_token: Optional[str]) -> _Statement[ChangeResult]:
+        return _Statement(MARK_UNKNOWN_SQL, (key, expected_version, reason, claim_token), _change_result)
 
+    @staticmethod
     def record_fund_flow(
-        self,
         biz_type: str,
         biz_id: str,
         kind: str,
@@ -146,15 +161,85 @@ class Protocol:
         currency: str,
         external_ref: str,
         idempotency_key: Optional[str] = None,
-    ) -> tuple[int, bool]:
+    ) -> _Statement[tuple[int, bool]]:
         """The ledger as the gateway reports it: (flow id, is a duplicate)."""
-        row = self._one(
-            RECORD_FUND_FLOW_SQL, (biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key)
-        )
-        return int(row[0]), bool(row[1])
+        params = (biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key)
+        return _Statement(RECORD_FUND_FLOW_SQL, params, _flow_result)
 
-    def _change(self, sql: str, params: tuple) -> ChangeResult:
-        return _change(self._one(sql, params))
+
+class _Autocommitted:
+    """The transaction an autocommit connection does not need: each statement commits by itself
+    (contextlib.nullcontext, which is async only from Python 3.10)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: Any) -> None:
+        return None
+
+
+_AUTOCOMMITTED = _Autocommitted()
+
+
+def _own_transaction(conn: Any) -> Any:
+    """What a statement commits in: itself on an autocommit connection, else a transaction of its
+    own. A connection already inside a transaction is refused."""
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        raise ProtocolMisuse(
+            "the idem protocol needs each call to commit on its own, but the connection is inside "
+            "an open transaction: use an autocommit connection"
+        )
+    return _AUTOCOMMITTED if conn.autocommit else conn.transaction()
+
+
+def _method(call: _F, build: Callable[..., Any], owner: str) -> _F:
+    """`call` named, documented and signed (self first) as the protocol function `build` states."""
+    functools.update_wrapper(call, build)
+    call.__qualname__ = f"{owner}.{build.__name__}"
+    parameters = inspect.signature(build).parameters.values()
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    call.__signature__ = inspect.Signature([self_parameter, *parameters])  # type: ignore[attr-defined]
+    return call
+
+
+def _blocking(build: Callable[_P, _Statement[_R]]) -> Callable[Concatenate[Protocol, _P], _R]:
+    def call(self: Protocol, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        statement = build(*args, **kwargs)
+        return statement.read(self._row(statement))
+
+    return _method(call, build, "Protocol")
+
+
+def _awaited(build: Callable[_P, _Statement[_R]]) -> Callable[Concatenate[AsyncProtocol, _P], Coroutine[Any, Any, _R]]:
+    async def call(self: AsyncProtocol, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        statement = build(*args, **kwargs)
+        return statement.read(await self._row(statement))
+
+    return _method(call, build, "AsyncProtocol")
+
+
+class Protocol:
+    """The protocol over one psycopg connection. Not for use by two threads at once."""
+
+    def __init__(self, connection: psycopg.Connection):
+        self.connection = connection
+
+    def _row(self, statement: _Statement[Any]) -> tuple:
+        conn = self.connection
+        with _own_transaction(conn):
+            return conn.execute(statement.sql, statement.params).fetchone()
+
+    begin = _blocking(_Calls.begin)
+    complete = _blocking(_Calls.complete)
+    fail = _blocking(_Calls.fail)
+    mark_unknown = _blocking(_Calls.mark_unknown)
+    record_fund_flow = _blocking(_Calls.record_fund_flow)
 
 
 class AsyncProtocol:
@@ -163,65 +248,13 @@ class AsyncProtocol:
     def __init__(self, connection: psycopg.AsyncConnection):
         self.connection = connection
 
-    async def _one(self, sql: str, params: tuple) -> tuple:
+    async def _row(self, statement: _Statement[Any]) -> tuple:
         conn = self.connection
-        if conn.info.transaction_status != TransactionStatus.IDLE:
-            raise ProtocolMisuse(
-                "the idem protocol needs each call to commit on its own, but the connection is inside "
-                "an open transaction: use an autocommit connection"
-            )
-        if conn.autocommit:
-            return await (await conn.execute(sql, params)).fetchone()
-        async with conn.transaction():
-            return await (await conn.execute(sql, params)).fetchone()
+        async with _own_transaction(conn):
+            return await (await conn.execute(statement.sql, statement.params)).fetchone()
 
-    async def begin(
-        self,
-        key: str,
-        biz_type: str,
-        biz_id: str,
-        tool: str,
-        *,
-        trigger_source: TriggerSource,
-        payload: Any,
-        request_hash: Optional[str] = None,
-        lease: datetime.timedelta = DEFAULT_LEASE,
-        agent_id: Optional[str] = None,
-        trace_id: Optional[str] = None,
-    ) -> BeginResult:
-        source = TriggerSource(trigger_source)
-        row = await self._one(
-            BEGIN_SQL,
-            (key, biz_type, biz_id, tool, request_hash, source.value, Jsonb(payload), lease, agent_id, trace_id),
-        )
-        return BeginResult(Outcome(row[0]), _status(row[1]), row[2], row[3], row[4])
-
-    async def complete(self, key: str, expected_version: int, response: Any, claim_token: Optional[str]) -> ChangeResult:
-        return _change(await self._one(COMPLETE_SQL, (key, expected_version, Jsonb(response), claim_token)))
-
-    async def fail(
-        self, key: str, expected_version: int, error: str, claim_token: Optional[str], retry_allowed: bool = False
-    ) -> ChangeResult:
-        return _change(await self._one(FAIL_SQL, (key, expected_version, error, claim_token, retry_allowed)))
-
-    async def mark_unknown(self, key: str, expected_version: int, reason: str, claim_token: Optional[str]) -> ChangeResult:
-        return _change(await self._one(MARK_UNKNOWN_SQL, (key, expected_version, reason, claim_token)))
-
-    async def record_fund_flow(
-        self,
-        biz_type: str,
-        biz_id: str,
-        kind: str,
-        amount_minor: int,
-        currency: str,
-        external_ref: str,
-        idempotency_key: Optional[str] = None,
-    ) -> tuple[int, bool]:
-        row = await self._one(
-            RECORD_FUND_FLOW_SQL, (biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key)
-        )
-        return int(row[0]), bool(row[1])
-
-
-def _change(row: tuple) -> ChangeResult:
-    return ChangeResult(ResultCode(row[0]), _status(row[1]), row[2])
+    begin = _awaited(_Calls.begin)
+    complete = _awaited(_Calls.complete)
+    fail = _awaited(_Calls.fail)
+    mark_unknown = _awaited(_Calls.mark_unknown)
+    record_fund_flow = _awaited(_Calls.record_fund_flow)

@@ -11,8 +11,11 @@ import itertools
 import os
 import threading
 import uuid
+from typing import Any, Callable, Optional
 
 import psycopg
+
+from idemwatch import CallContext, ToolCall, TriggerSource, stable_key
 
 
 def _env(name: str) -> str:
@@ -44,6 +47,54 @@ def rows(sql: str, *params) -> list:
 def unique(prefix: str) -> str:
     """A business id no other test (or earlier run) uses: tests share one database."""
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def payment(
+    order_id: str,
+    source=TriggerSource.INITIAL,
+    trace_id: Optional[str] = None,
+    agent_id: Optional[str] = None,
+    amount: int = 2990,
+    attempt: int = 1,
+) -> ToolCall:
+    """The tests' tool call: pay `amount` for an order, keyed by the order (and the attempt)."""
+    return ToolCall(
+        key=stable_key("payment", order_id, "pay", attempt),
+        biz_type="payment",
+        biz_id=order_id,
+        tool="pay",
+        payload={"order_id": order_id, "amount_minor": amount, "currency": "CNY"},
+        context=CallContext(TriggerSource(source), trace_id, agent_id),
+    )
+
+
+def status_of(key: str):
+    return scalar("SELECT status FROM idem.records WHERE idempotency_key = %s", key)
+
+
+class counted:
+    """A tool body that counts how often it ran (`runs`): what the never-run-again tests check.
+
+        @counted
+        def body(): ...
+    """
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+        self.runs = 0
+
+    def __call__(self) -> Any:
+        self.runs += 1
+        return self.fn()
+
+
+def in_threads(target: Callable[[int], None], count: int) -> None:
+    """Runs target(0) .. target(count - 1), each on its own thread, and waits for all of them."""
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 class Gateway:

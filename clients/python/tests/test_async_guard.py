@@ -3,27 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import unittest
 
 import idemwatch
-from idemwatch import AsyncGuard, BusinessFailure, CallContext, Outcome, ToolCall, TriggerSource, call_context, stable_key
+from idemwatch import AsyncGuard, BusinessFailure, Outcome, TriggerSource, call_context, stable_key
 
-from .support import WRITER_DSN, Gateway, rows, scalar, unique
-
-
-def payment(order_id: str, source=TriggerSource.INITIAL, trace_id=None) -> ToolCall:
-    return ToolCall(
-        key=stable_key("payment", order_id, "pay"),
-        biz_type="payment",
-        biz_id=order_id,
-        tool="pay",
-        payload={"order_id": order_id, "amount_minor": 2990, "currency": "CNY"},
-        context=CallContext(TriggerSource(source), trace_id, "async-agent"),
-    )
+from . import support
+from .support import WRITER_DSN, Gateway, counted, rows, scalar, status_of, unique
 
 
-def status_of(key: str):
-    return scalar("SELECT status FROM idem.records WHERE idempotency_key = %s", key)
+# Every call of these tests comes from the one asyncio agent.
+payment = functools.partial(support.payment, agent_id="async-agent")
 
 
 class AsyncGuardTest(unittest.IsolatedAsyncioTestCase):
@@ -36,10 +27,9 @@ class AsyncGuardTest(unittest.IsolatedAsyncioTestCase):
 
     async def test_twenty_concurrent_tasks_with_one_key_run_the_side_effect_once(self):
         order = unique("arace")
-        ran = []
 
+        @counted
         async def body():
-            ran.append(1)
             await asyncio.sleep(0.3)
             return self.gateway.charge(order, 2990)
 
@@ -53,7 +43,7 @@ class AsyncGuardTest(unittest.IsolatedAsyncioTestCase):
             )
         finally:
             await asyncio.gather(*(g.close() for g in guards))
-        self.assertEqual(len(ran), 1)
+        self.assertEqual(body.runs, 1)
         self.assertEqual(self.gateway.count(order), 1)
         self.assertEqual(sum(r.executed for r in results), 1)
         for r in results:
@@ -66,10 +56,9 @@ class AsyncGuardTest(unittest.IsolatedAsyncioTestCase):
 
     async def test_a_missed_deadline_marks_unknown_and_the_retry_does_not_execute(self):
         order = unique("adeadline")
-        calls = []
 
+        @counted
         async def body():
-            calls.append(1)
             self.gateway.charge(order, 2990)
             await asyncio.sleep(30)  # the answer never comes in time
 
@@ -78,7 +67,7 @@ class AsyncGuardTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(status_of(first.key), "UNKNOWN")
         retry = await self.guard.run(payment(order, TriggerSource.HTTP), body, timeout=0.05)
         self.assertIsInstance(retry.error, idemwatch.InProgress)
-        self.assertEqual(len(calls), 1)
+        self.assertEqual(body.runs, 1)
         self.assertEqual(
             scalar("SELECT last_error FROM idem.records WHERE idempotency_key = %s", first.key),
             "TimeoutError: no answer within 0.05 s",
@@ -101,10 +90,9 @@ class AsyncGuardTest(unittest.IsolatedAsyncioTestCase):
 
     async def test_a_final_failure_is_handed_back_to_the_retry(self):
         order = unique("adeclined")
-        calls = []
 
+        @counted
         async def body():
-            calls.append(1)
             raise BusinessFailure("card declined")
 
         first = await self.guard.run(payment(order), body)
@@ -113,7 +101,7 @@ class AsyncGuardTest(unittest.IsolatedAsyncioTestCase):
         self.assertIsInstance(retry.error, idemwatch.FinalFailure)
         self.assertTrue(retry.error.replayed)
         self.assertIn("card declined", retry.error.error)
-        self.assertEqual(len(calls), 1)
+        self.assertEqual(body.runs, 1)
 
     async def test_the_decorated_async_tool_reads_the_context_of_its_task(self):
         order = unique("adeco")

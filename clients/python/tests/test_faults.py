@@ -8,9 +8,9 @@ import random
 import threading
 import unittest
 
-from idemwatch import CallContext, Guard, ResponseTimeout, ToolCall, TriggerSource, stable_key
+from idemwatch import Guard, ResponseTimeout, ToolCall, TriggerSource, stable_key
 
-from .support import WRITER_DSN, Gateway, rows, scalar, unique
+from .support import WRITER_DSN, Gateway, in_threads, payment, rows, scalar, unique
 
 ORDERS = 60
 DROP_RATE = 0.2
@@ -29,14 +29,7 @@ class FaultTest(unittest.TestCase):
         webhook_queue: list[tuple[str, str]] = []
 
         def call(order: str, source: TriggerSource) -> ToolCall:
-            return ToolCall(
-                key=stable_key("payment", order, "pay"),
-                biz_type="payment",
-                biz_id=order,
-                tool="pay",
-                payload={"order_id": order, "amount_minor": 2990, "currency": "CNY"},
-                context=CallContext(source, trace_id=f"trace-{order}", agent_id="fault-agent"),
-            )
+            return payment(order, source, trace_id=f"trace-{order}", agent_id="fault-agent")
 
         def body_for(order: str):
             def body():
@@ -64,11 +57,7 @@ class FaultTest(unittest.TestCase):
             finally:
                 guard.close()
 
-        threads = [threading.Thread(target=agent, args=(w,)) for w in range(4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        in_threads(agent, 4)
 
         dropped = [o for o in orders if drop[o]]
         self.assertGreater(len(dropped), 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import threading
 import time
@@ -14,7 +15,6 @@ import psycopg
 import idemwatch
 from idemwatch import (
     BusinessFailure,
-    CallContext,
     Guard,
     Outcome,
     Protocol,
@@ -26,18 +26,7 @@ from idemwatch import (
     stable_key,
 )
 
-from .support import ADMIN_DSN, WRITER_DSN, Gateway, admin, rows, scalar, unique
-
-
-def payment(order_id: str, source=TriggerSource.INITIAL, trace_id=None, agent_id=None, amount=2990, attempt=1):
-    return ToolCall(
-        key=stable_key("payment", order_id, "pay", attempt),
-        biz_type="payment",
-        biz_id=order_id,
-        tool="pay",
-        payload={"order_id": order_id, "amount_minor": amount, "currency": "CNY"},
-        context=CallContext(TriggerSource(source), trace_id, agent_id),
-    )
+from .support import ADMIN_DSN, WRITER_DSN, Gateway, admin, counted, in_threads, payment, rows, scalar, status_of, unique
 
 
 def raising(exc: BaseException):
@@ -47,8 +36,16 @@ def raising(exc: BaseException):
     return body
 
 
-def status_of(key: str):
-    return scalar("SELECT status FROM idem.records WHERE idempotency_key = %s", key)
+def short_lease(order_id: str) -> ToolCall:
+    """A payment whose lease (1 ms) runs out while its body runs."""
+    return dataclasses.replace(payment(order_id), lease=datetime.timedelta(milliseconds=1))
+
+
+def outlive_the_lease() -> int:
+    """In the body of a short_lease call: waits past the lease and runs the sweeper, as it runs while
+    downstream is slow (PROCESSING past its lease -> UNKNOWN); how many records it expired."""
+    time.sleep(0.05)
+    return scalar("SELECT idem.expire_leases()")
 
 
 class GuardTest(unittest.TestCase):
@@ -93,11 +90,10 @@ class GuardTest(unittest.TestCase):
 
     def test_twenty_concurrent_callers_with_one_key_run_the_side_effect_once(self):
         order = unique("race")
-        ran = []
         start = threading.Barrier(20)
 
+        @counted
         def body():
-            ran.append(1)
             time.sleep(0.3)  # long enough that the others arrive while it is PROCESSING
             return self.gateway.charge(order, 2990)
 
@@ -113,12 +109,8 @@ class GuardTest(unittest.TestCase):
             finally:
                 guard.close()
 
-        threads = [threading.Thread(target=caller, args=(i,)) for i in range(20)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        self.assertEqual(len(ran), 1)
+        in_threads(caller, 20)
+        self.assertEqual(body.runs, 1)
         self.assertEqual(self.gateway.count(order), 1)
         self.assertEqual(sum(r.executed for r in results), 1)
         others = [r for r in results if not r.executed]
@@ -139,10 +131,9 @@ class GuardTest(unittest.TestCase):
 
     def test_a_response_timeout_marks_unknown_and_the_retry_does_not_execute(self):
         order = unique("timeout")
-        calls = []
 
+        @counted
         def body():
-            calls.append(1)
             self.gateway.charge(order, 2990)  # the gateway charged; the answer is lost
             raise TimeoutError("gateway did not answer within 5s")
 
@@ -156,7 +147,7 @@ class GuardTest(unittest.TestCase):
             self.assertIsInstance(retry.error, idemwatch.InProgress)
             self.assertEqual(retry.error.status, RecordStatus.UNKNOWN)
             self.assertIn("uncertain", str(retry.error))
-        self.assertEqual(len(calls), 1)
+        self.assertEqual(body.runs, 1)
         self.assertEqual(self.gateway.count(order), 1)
         self.assertEqual(
             scalar("SELECT last_error FROM idem.records WHERE idempotency_key = %s", first.key),
@@ -189,10 +180,9 @@ class GuardTest(unittest.TestCase):
 
     def test_a_final_failure_is_handed_back_to_the_retry_instead_of_running_again(self):
         order = unique("declined")
-        calls = []
 
+        @counted
         def body():
-            calls.append(1)
             raise BusinessFailure("card declined: insufficient balance")
 
         first = self.guard.run(payment(order), body)
@@ -208,15 +198,14 @@ class GuardTest(unittest.TestCase):
         self.assertIn("change the plan", retry.error.for_model())
         with self.assertRaises(idemwatch.FinalFailure):
             retry.unwrap()
-        self.assertEqual(len(calls), 1)
+        self.assertEqual(body.runs, 1)
 
     def test_a_request_that_never_left_may_run_again_with_the_same_key(self):
         order = unique("refused")
-        attempts = []
 
+        @counted
         def body():
-            attempts.append(1)
-            if len(attempts) == 1:
+            if body.runs == 1:
                 raise ConnectionRefusedError(111, "Connection refused")
             return self.gateway.charge(order, 2990)
 
@@ -227,7 +216,7 @@ class GuardTest(unittest.TestCase):
         retry = self.guard.run(payment(order, TriggerSource.FRAMEWORK), body)
         self.assertTrue(retry.ok, retry.error)
         self.assertTrue(retry.executed)
-        self.assertEqual(len(attempts), 2)
+        self.assertEqual(body.runs, 2)
         self.assertEqual(self.gateway.count(order), 1)
         self.assertEqual(status_of(first.key), "SUCCESS")
 
@@ -275,32 +264,25 @@ class GuardTest(unittest.TestCase):
 
     def test_a_late_answer_after_the_lease_ran_out_is_recorded_not_rerun(self):
         order = unique("late")
-        call = payment(order)
-        call = ToolCall(**{**call.__dict__, "lease": datetime.timedelta(milliseconds=1)})
-        calls = []
+        call = short_lease(order)
 
+        @counted
         def body():
-            calls.append(1)
-            time.sleep(0.05)
-            # The sweeper runs while downstream is slow: PROCESSING past its lease -> UNKNOWN.
-            self.assertGreaterEqual(scalar("SELECT idem.expire_leases()"), 1)
+            self.assertGreaterEqual(outlive_the_lease(), 1)
             return self.gateway.charge(order, 2990)
 
         result = self.guard.run(call, body)
         self.assertTrue(result.ok, result.error)
         self.assertEqual(status_of(call.key), "SUCCESS")
-        self.assertEqual(len(calls), 1)
+        self.assertEqual(body.runs, 1)
 
     def test_a_report_the_layer_refuses_is_not_recorded_and_never_rerun(self):
         order = unique("settled")
-        call = payment(order)
-        call = ToolCall(**{**call.__dict__, "lease": datetime.timedelta(milliseconds=1)})
-        calls = []
+        call = short_lease(order)
 
+        @counted
         def body():
-            calls.append(1)
-            time.sleep(0.05)
-            scalar("SELECT idem.expire_leases()")
+            outlive_the_lease()
             # A person decided meanwhile that it did not happen.
             got = scalar(
                 "SELECT result FROM idem.settle(%s, 2, 'FAILED', 'gateway shows no charge')", call.key
@@ -313,14 +295,13 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(result.error.response, {"gateway_ref": "gw-late"})
         self.assertEqual(result.error.report.result, ResultCode.CONFLICT)
         self.assertEqual(status_of(call.key), "FAILED")
-        self.assertEqual(len(calls), 1)
+        self.assertEqual(body.runs, 1)
 
     def test_a_response_that_cannot_be_stored_is_not_recorded_and_never_rerun(self):
         order = unique("unstorable")
-        calls = []
 
+        @counted
         def body():
-            calls.append(1)
             answer = {"gateway_ref": "gw-x"}
             answer["self"] = answer  # not JSON
             return answer
@@ -330,7 +311,7 @@ class GuardTest(unittest.TestCase):
         self.assertIs(result.error.response["self"], result.error.response)
         retry = self.guard.run(payment(order, TriggerSource.LLM), body)
         self.assertIsInstance(retry.error, idemwatch.InProgress)
-        self.assertEqual(len(calls), 1)
+        self.assertEqual(body.runs, 1)
 
     def test_same_key_with_a_different_request_is_a_payload_mismatch(self):
         order = unique("mismatch")

@@ -9,22 +9,27 @@
 import type { ChangeResult } from "./protocol";
 import type { RecordStatus } from "./vocabulary";
 
+/**
+ * The base of every error here: its `name` is its class's, set once for all of them. A caller's
+ * subclass is named for itself, as Python's type(exc).__name__ is.
+ */
+export class NamedError extends Error {
+  constructor(message?: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
 // --- thrown by a tool body ---------------------------------------------------------------------
 
 /** A definite failure from downstream (insufficient balance, card declined): final, not retried. */
-export class BusinessFailure extends Error {
-  override name = "BusinessFailure";
-}
+export class BusinessFailure extends NamedError {}
 
 /** The request certainly never reached downstream (connection refused before sending). */
-export class NotSent extends Error {
-  override name = "NotSent";
-}
+export class NotSent extends NamedError {}
 
 /** The request was sent and no answer came: the side effect may or may not have happened. */
-export class ResponseTimeout extends Error {
-  override name = "ResponseTimeout";
-}
+export class ResponseTimeout extends NamedError {}
 
 // --- thrown to the caller ----------------------------------------------------------------------
 
@@ -36,8 +41,7 @@ export interface Where {
 }
 
 /** A guarded call that did not produce a response. */
-export class IdemError extends Error {
-  override name = "IdemError";
+export class IdemError extends NamedError {
   readonly key: string;
   readonly tool: string;
   readonly status: RecordStatus | null;
@@ -56,52 +60,35 @@ export class IdemError extends Error {
 }
 
 /** Do not send this request again: it would not run, or running it could repeat a side effect. */
-export class DoNotRetry extends IdemError {
-  override name = "DoNotRetry";
-}
+export class DoNotRetry extends IdemError {}
 
 /** Nothing reached downstream: the same call, with the same key, may be sent again. */
-export class MayRetry extends IdemError {
-  override name = "MayRetry";
-}
+export class MayRetry extends IdemError {}
 
 /** Another caller holds the record (PROCESSING), or its outcome is unknown (UNKNOWN). */
-export class InProgress extends DoNotRetry {
-  override name = "InProgress";
-}
+export class InProgress extends DoNotRetry {}
 
 /** This call's side effect was sent and its answer never came; the record is now UNKNOWN. */
-export class OutcomeUnknown extends DoNotRetry {
-  override name = "OutcomeUnknown";
-}
+export class OutcomeUnknown extends DoNotRetry {}
 
 /** A definite failure, now or stored from before (replayed FAILED): change the plan, do not retry. */
 export class FinalFailure extends DoNotRetry {
-  override name = "FinalFailure";
   constructor(message: string, where: Where, readonly error: string, readonly replayed: boolean) {
     super(message, where);
   }
 }
 
 /** The layer refused the request before anything ran. */
-export class Refused extends DoNotRetry {
-  override name = "Refused";
-}
+export class Refused extends DoNotRetry {}
 
 /** The key was used and its record since removed by retention: it never runs again. */
-export class Retired extends Refused {
-  override name = "Retired";
-}
+export class Retired extends Refused {}
 
 /** The business object already succeeded, is in flight, or money moved for it, under another key. */
-export class Rejected extends Refused {
-  override name = "Rejected";
-}
+export class Rejected extends Refused {}
 
 /** The same key came with a different request: a bug upstream. */
-export class PayloadMismatch extends Refused {
-  override name = "PayloadMismatch";
-}
+export class PayloadMismatch extends Refused {}
 
 /**
  * The side effect ran (this call owned the record) but its outcome could not be written. `response`
@@ -109,18 +96,13 @@ export class PayloadMismatch extends Refused {
  * reconciler or a person; a retry is never executed.
  */
 export class NotRecorded extends DoNotRetry {
-  override name = "NotRecorded";
   constructor(message: string, where: Where, readonly response: unknown, readonly report: ChangeResult | null) {
     super(message, where);
   }
 }
 
 /** The tool body said the request never reached downstream; the record allows a retry. */
-export class RetryableFailure extends MayRetry {
-  override name = "RetryableFailure";
-}
+export class RetryableFailure extends MayRetry {}
 
 /** The idempotency layer could not be reached to claim the key; nothing was sent downstream. */
-export class Unavailable extends MayRetry {
-  override name = "Unavailable";
-}
+export class Unavailable extends MayRetry {}

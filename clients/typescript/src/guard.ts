@@ -351,8 +351,12 @@ export interface GuardedTool<A, T> {
   toolName: string;
 }
 
-/** The body missed its deadline; `late` is its answer if it still comes. */
+/**
+ * The body missed its deadline; `late` is its answer if it still comes. Named as the ResponseTimeout
+ * it is, so the record's last_error reads "ResponseTimeout: no answer within ... ms".
+ */
 class DeadlineMissed extends errors.ResponseTimeout {
+  override name = "ResponseTimeout";
   constructor(message: string, readonly late: Promise<unknown>) {
     super(message);
   }

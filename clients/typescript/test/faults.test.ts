@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { Guard, Protocol, ResponseTimeout, ToolCall, TriggerSource, stableKey } from "../src";
-import { Gateway, adminQuery, scalar, unique, writerClient } from "./support";
+import { Gateway, adminQuery, payment, scalar, unique, writerClient } from "./support";
 
 const ORDERS = 60;
 const DROP_RATE = 0.2;
@@ -28,14 +28,8 @@ test("dropped responses and retries from every source keep charges to orders one
   const executions: string[] = [];
   const webhooks: Array<[string, string]> = [];
 
-  const call = (order: string, triggerSource: TriggerSource): ToolCall => ({
-    key: stableKey("payment", order, "pay"),
-    bizType: "payment",
-    bizId: order,
-    tool: "pay",
-    payload: { orderId: order, amountMinor: 2990, currency: "CNY" },
-    context: { triggerSource, traceId: `trace-${order}`, agentId: "fault-agent" },
-  });
+  const call = (order: string, triggerSource: TriggerSource): ToolCall =>
+    payment(order, triggerSource, { traceId: `trace-${order}`, agentId: "fault-agent" });
   const body = (order: string) => async () => {
     executions.push(order);
     const answer = gateway.charge(order, 2990);

@@ -1,8 +1,7 @@
 // The guard against a real PostgreSQL: each test names the behaviour it pins down.
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
-import { after, before, describe, test } from "node:test";
-import type { Pool } from "pg";
+import { describe, test } from "node:test";
 
 import {
   BusinessFailure,
@@ -19,40 +18,16 @@ import {
   Rejected,
   Retired,
   RetryableFailure,
-  ToolCall,
-  TriggerSource,
   Unavailable,
   stableKey,
   withCallContext,
 } from "../src";
-import { Gateway, adminQuery, scalar, sleep, unique, writerClient, writerPool } from "./support";
-
-function payment(orderId: string, triggerSource: TriggerSource = "initial", extra: Partial<ToolCall> & { amount?: number; attempt?: number; traceId?: string; agentId?: string } = {}): ToolCall {
-  const { amount = 2990, attempt = 1, traceId, agentId, ...rest } = extra;
-  return {
-    key: stableKey("payment", orderId, "pay", attempt),
-    bizType: "payment",
-    bizId: orderId,
-    tool: "pay",
-    payload: { orderId, amountMinor: amount, currency: "CNY" },
-    context: { triggerSource, traceId, agentId },
-    ...rest,
-  };
-}
+import { Gateway, adminQuery, guardedPool, payment, scalar, sleep, unique, writerClient } from "./support";
 
 const statusOf = (key: string) => scalar("SELECT status FROM idem.records WHERE idempotency_key = $1", [key]);
 
 describe("Guard", () => {
-  let pool: Pool;
-  let guard: Guard;
-  before(() => {
-    pool = writerPool();
-    guard = new Guard(pool);
-  });
-  after(async () => {
-    await guard.idle();
-    await pool.end();
-  });
+  const { pool, guard } = guardedPool();
 
   test("executed then replayed returns the stored response without running again", async () => {
     const order = unique("o");
@@ -325,26 +300,26 @@ describe("Guard", () => {
     assert.equal(calls, 1);
   });
 
-  test("same key with a different request is a payload mismatch", async () => {
-    const order = unique("mismatch");
-    const gateway = new Gateway();
-    assert.equal((await guard.run(payment(order), () => gateway.charge(order, 1))).ok, true);
-    const other = await guard.run(payment(order, "llm", { amount: 9990 }), () => gateway.charge(order, 1));
-    assert.equal(other.outcome, "payload_mismatch");
-    assert.ok(other.error instanceof PayloadMismatch);
-    assert.ok(other.error instanceof Refused);
-    assert.equal(gateway.count(order), 1);
-  });
-
-  test("a new key for a paid business object is rejected", async () => {
-    const order = unique("paid");
-    const gateway = new Gateway();
-    assert.equal((await guard.run(payment(order), () => gateway.charge(order, 1))).ok, true);
-    const second = await guard.run(payment(order, "initial", { attempt: 2 }), () => gateway.charge(order, 1));
-    assert.equal(second.outcome, "rejected");
-    assert.ok(second.error instanceof Rejected);
-    assert.equal(gateway.count(order), 1);
-  });
+  // After a paid call, a second one the layer refuses before anything runs: the same key with another
+  // request, or a new key for the same business object.
+  const refusals = [
+    { name: "same key with a different request is a payload mismatch", prefix: "mismatch", outcome: "payload_mismatch",
+      error: PayloadMismatch, second: (order: string) => payment(order, "llm", { amount: 9990 }) },
+    { name: "a new key for a paid business object is rejected", prefix: "paid", outcome: "rejected",
+      error: Rejected, second: (order: string) => payment(order, "initial", { attempt: 2 }) },
+  ];
+  for (const { name, prefix, outcome, error, second } of refusals) {
+    test(name, async () => {
+      const order = unique(prefix);
+      const gateway = new Gateway();
+      assert.equal((await guard.run(payment(order), () => gateway.charge(order, 1))).ok, true);
+      const refused = await guard.run(second(order), () => gateway.charge(order, 1));
+      assert.equal(refused.outcome, outcome);
+      assert.ok(refused.error instanceof error);
+      assert.ok(refused.error instanceof Refused);
+      assert.equal(gateway.count(order), 1);
+    });
+  }
 
   test("a retired key never runs again", async () => {
     const order = unique("retired");
@@ -397,15 +372,7 @@ describe("Guard", () => {
 });
 
 describe("guard.tool", () => {
-  let pool: Pool;
-  let guard: Guard;
-  before(() => {
-    pool = writerPool();
-    guard = new Guard(pool);
-  });
-  after(async () => {
-    await pool.end();
-  });
+  const { guard } = guardedPool();
 
   test("the wrapped tool keys by business object and reads the stated context", async () => {
     const gateway = new Gateway();

@@ -2,7 +2,11 @@
 // migrated, with a login role holding only idem_writer), read-backs as the superuser, and a stand-in
 // payment gateway that keeps its own ledger: the truth a double charge would show in.
 import { randomUUID } from "node:crypto";
+import { after } from "node:test";
 import { Client, Pool } from "pg";
+
+import { Guard, stableKey } from "../src";
+import type { ToolCall, TriggerSource } from "../src";
 
 function env(name: string): string {
   const value = process.env[name];
@@ -20,6 +24,20 @@ export const superuser = { ...connection, user: env("IDEMWATCH_CLIENT_ADMIN_USER
 
 export function writerPool(max = 4): Pool {
   return new Pool({ ...writer, max });
+}
+
+/**
+ * A writer pool and a Guard on it for the tests of one describe block (call it in the block): both
+ * closed after them, once every late answer the guard still awaits is recorded.
+ */
+export function guardedPool(): { pool: Pool; guard: Guard } {
+  const pool = writerPool();
+  const guard = new Guard(pool);
+  after(async () => {
+    await guard.idle();
+    await pool.end();
+  });
+  return { pool, guard };
 }
 
 export async function writerClient(): Promise<Client> {
@@ -46,6 +64,22 @@ export async function scalar(sql: string, values: unknown[] = []): Promise<any> 
 /** A business id no other test (or earlier run) uses: tests share one database. */
 export function unique(prefix: string): string {
   return `${prefix}-${randomUUID().slice(0, 12)}`;
+}
+
+type PaymentOptions = Partial<ToolCall> & { amount?: number; attempt?: number; traceId?: string; agentId?: string };
+
+/** The tests' tool call: pay `amount` for an order, keyed by the order (and the attempt). */
+export function payment(orderId: string, triggerSource: TriggerSource = "initial", extra: PaymentOptions = {}): ToolCall {
+  const { amount = 2990, attempt = 1, traceId, agentId, ...rest } = extra;
+  return {
+    key: stableKey("payment", orderId, "pay", attempt),
+    bizType: "payment",
+    bizId: orderId,
+    tool: "pay",
+    payload: { orderId, amountMinor: amount, currency: "CNY" },
+    context: { triggerSource, traceId, agentId },
+    ...rest,
+  };
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
