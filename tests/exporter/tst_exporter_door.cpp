@@ -319,7 +319,7 @@ class TestExporterDoor : public QObject {
   }
 
   void malformedAuthorizationIsRefused() {
-    auto e = start("basic_auth_users: {prometheus: '" + bcrypt("s3cret", 5) + "'}\n");
+    auto e = start("basic_auth_users:\n  prometheus: '" + bcrypt("s3cret", 5) + "'\n");
     const int port = e->port();
     QCOMPARE(statusOf(rawHttp(port, get("/metrics", basic("prometheus:s3cret")))), 200);
     QCOMPARE(statusOf(rawHttp(
@@ -363,12 +363,12 @@ class TestExporterDoor : public QObject {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the load takes hold
     std::vector<double> latencies;
     int failures = 0;
-    for (int i = 0; i < 40; ++i) {
+    for (int i = 0; i < 100; ++i) {
       const auto begin = Clock::now();
       const int status = statusOf(rawHttp(port, scrape));
       latencies.push_back(std::chrono::duration<double, std::milli>(Clock::now() - begin).count());
       if (status != 200) ++failures;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     stop = true;
     for (std::thread& t : load) t.join();
