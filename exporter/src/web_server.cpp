@@ -71,6 +71,10 @@ std::mutex gatesMutex;
 std::map<int, WebServer::Gate*> gates;
 // Messages civetweb reports while starting (bind and TLS errors), to explain a failed start.
 thread_local std::string* startErrors = nullptr;
+
+void noteStartError(const std::string& message) {
+  *startErrors += (startErrors->empty() ? "" : "; ") + message;
+}
 // The TLS settings of the server being started, for civetweb's init_ssl callback (called while
 // the server starts, on the starting thread).
 thread_local const TlsServerConfig* startingTls = nullptr;
@@ -142,8 +146,7 @@ int initSsl(void* sslCtx, void*) {
     configureTlsContext(sslCtx, *startingTls);
     return 1;
   } catch (const std::exception& e) {
-    if (startErrors != nullptr)
-      *startErrors += std::string(startErrors->empty() ? "" : "; ") + e.what();
+    if (startErrors != nullptr) noteStartError(e.what());
     return -1;
   }
 }
@@ -153,7 +156,7 @@ int initSsl(void* sslCtx, void*) {
 // so that strangers cannot fill the log.
 int logMessage(const mg_connection*, const char* message) {
   if (startErrors != nullptr) {
-    *startErrors += std::string(startErrors->empty() ? "" : "; ") + message;
+    noteStartError(message);
     logWarn(std::string("web server: ") + message);
   } else {
     logDebug(std::string("web server: ") + message);
