@@ -124,6 +124,49 @@ void ruleReaderFoldsBlockScalars() {
   check(alerts[1].fields.count("labels.severity") == 0, "second has no severity");
 }
 
+// What a YAML library reads and a line scanner did not: flow style, anchors and aliases, a rule
+// whose first key is not "alert", comments after values.
+void ruleReaderReadsFlowStyleAndAliases() {
+  const std::vector<AlertRule> alerts = parseAlertRules(R"(groups:
+  - name: g
+    rules:
+      - {alert: Flow, expr: up == 0, labels: {severity: warning}, annotations: &notes {summary: S}}
+      - expr: up  # the expression first
+        alert: Aliased
+        annotations: *notes
+)");
+  checkEqual(alerts.size(), std::size_t{2}, "two alerts in flow and block style");
+  if (alerts.size() != 2) return;
+  checkEqual(alerts[0].name, std::string("Flow"), "flow-style name");
+  checkEqual(alerts[0].fields.at("labels.severity"), std::string("warning"), "flow severity");
+  checkEqual(alerts[1].name, std::string("Aliased"), "name after expr");
+  checkEqual(alerts[1].line, 6, "the rule's line");
+  checkEqual(alerts[1].fields.at("expr"), std::string("up"), "comment dropped");
+  checkEqual(alerts[1].fields.at("annotations.summary"), std::string("S"), "alias resolved");
+}
+
+void ruleReaderNamesTheLineOfBadYaml() {
+  try {
+    parseAlertRules("groups:\n  - name: g\n    rules: [\n");
+    check(false, "unterminated flow list refused");
+  } catch (const RuleFileError& e) {
+    check(std::string(e.what()).find("not valid YAML") != std::string::npos, e.what());
+  }
+  const std::vector<Problem> problems = checkAlertRules(
+      "bad.rules.yml", "groups:\n  - name: g\n    rules: {a: [}\n", "runbooks.md", {});
+  checkEqual(problems.size(), std::size_t{1}, "one problem for bad YAML");
+  if (problems.size() == 1) {
+    checkEqual(problems[0].file, std::string("bad.rules.yml"), "the file named");
+    checkEqual(problems[0].where, std::string("line 3"), "the line named");
+  }
+  try {
+    parseAlertRules("groups:\n  - name: g\n    rules: up\n");
+    check(false, "rules that are not a list refused");
+  } catch (const RuleFileError& e) {
+    checkEqual(e.line(), 3, "line of the scalar rules");
+  }
+}
+
 void anchorsFollowGithubSlugs() {
   const std::set<std::string> anchors = markdownAnchors(R"(# Runbooks
 ## IdempotencyDuplicateFundFlow
@@ -150,6 +193,8 @@ int main() {
   substitutionFillsEveryFormAndReportsUnset();
   oneLineDropsCommentsAndKeepsStrings();
   ruleReaderFoldsBlockScalars();
+  ruleReaderReadsFlowStyleAndAliases();
+  ruleReaderNamesTheLineOfBadYaml();
   anchorsFollowGithubSlugs();
   if (failures > 0) {
     std::cerr << failures << " check(s) failed\n";

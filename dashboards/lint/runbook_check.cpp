@@ -1,5 +1,7 @@
 #include "runbook_check.hpp"
 
+#include <yaml-cpp/yaml.h>
+
 #include <algorithm>
 #include <cctype>
 #include <initializer_list>
@@ -33,38 +35,31 @@ std::vector<Line> splitLines(std::string_view text) {
   return lines;
 }
 
-bool isIgnorable(const Line& line) {
-  return line.text.empty() || line.text[0] == '#';
+int lineOf(const YAML::Node& node) {
+  return node.Mark().is_null() ? 0 : node.Mark().line + 1;
 }
 
-std::string trim(std::string s) {
-  const auto notSpace = [](unsigned char c) { return std::isspace(c) == 0; };
-  s.erase(s.begin(), std::find_if(s.begin(), s.end(), notSpace));
-  s.erase(std::find_if(s.rbegin(), s.rend(), notSpace).base(), s.end());
-  return s;
-}
-
-std::string unquote(std::string s) {
-  s = trim(std::move(s));
-  if (s.size() >= 2 && (s.front() == '"' || s.front() == '\'') && s.back() == s.front()) {
-    s = s.substr(1, s.size() - 2);
+// A scalar on one line: the lines of a block or multi-line scalar joined by single spaces.
+std::string oneLine(const std::string& value) {
+  std::string out;
+  std::istringstream in(value);
+  std::string part;
+  while (std::getline(in, part)) {
+    const std::size_t first = part.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    const std::size_t last = part.find_last_not_of(" \t\r");
+    if (!out.empty()) out += ' ';
+    out += part.substr(first, last - first + 1);
   }
-  return s;
+  return out;
 }
 
-// "key: value" → {key, value}; false when the line is not a mapping entry.
-bool splitKey(const std::string& text, std::string& key, std::string& value) {
-  static const std::regex kEntry(R"(^([A-Za-z_][A-Za-z0-9_]*):(\s+(.*))?$)");
-  std::smatch m;
-  if (!std::regex_match(text, m, kEntry)) return false;
-  key = m[1];
-  value = m[3];
-  return true;
-}
-
-bool isBlockIndicator(const std::string& v) {
-  static const std::regex kBlock(R"(^[|>][+-]?\s*(#.*)?$)");
-  return std::regex_match(v, kBlock);
+// The node under `key` of a mapping, which must be a list (or absent).
+YAML::Node listAt(const YAML::Node& map, const char* key, const char* where) {
+  const YAML::Node list = map[key];
+  if (list && !list.IsNull() && !list.IsSequence())
+    throw RuleFileError(lineOf(list), std::string(where) + "." + key + " must be a list");
+  return list;
 }
 
 std::string concat(std::initializer_list<std::string_view> parts) {
@@ -81,49 +76,39 @@ std::string lower(std::string s) {
 
 }  // namespace
 
+RuleFileError::RuleFileError(int line, const std::string& what)
+    : std::runtime_error("line " + std::to_string(line) + ": " + what), line_(line) {}
+
 std::vector<AlertRule> parseAlertRules(std::string_view yaml) {
-  static const std::string kAlert = "- alert:";
-  const std::vector<Line> lines = splitLines(yaml);
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    throw RuleFileError(e.mark.line + 1, "not valid YAML: " + e.msg);
+  }
   std::vector<AlertRule> alerts;
-  std::size_t i = 0;
-  while (i < lines.size()) {
-    const Line& head = lines[i++];
-    if (head.text.rfind(kAlert, 0) != 0) continue;
-    AlertRule alert;
-    alert.name = unquote(head.text.substr(kAlert.size()));
-    alert.line = head.number;
-    const int bodyIndent = head.indent + 2;  // the column of "alert:"
-    std::string section;
-    int sectionIndent = -1;
-    while (i < lines.size()) {
-      const Line& line = lines[i];
-      if (isIgnorable(line)) {
-        ++i;
-        continue;
-      }
-      if (line.indent < bodyIndent) break;  // the next rule, group or file section
-      ++i;
-      if (!section.empty() && line.indent <= sectionIndent) section.clear();
-      std::string key;
-      std::string value;
-      if (!splitKey(line.text, key, value)) continue;
-      if (trim(value).empty()) {  // a nested mapping: labels:, annotations:
-        section = key;
-        sectionIndent = line.indent;
-        continue;
-      }
-      if (isBlockIndicator(value)) value.clear();
-      // Continuation lines (block scalars, multi-line plain scalars) are indented deeper.
-      while (i < lines.size() && (lines[i].text.empty() || lines[i].indent > line.indent)) {
-        if (!lines[i].text.empty()) {
-          if (!value.empty()) value += ' ';
-          value += lines[i].text;
+  if (!root.IsMap()) return alerts;
+  for (const YAML::Node& group : listAt(root, "groups", "the file")) {
+    if (!group.IsMap()) throw RuleFileError(lineOf(group), "a group must be a mapping");
+    for (const YAML::Node& rule : listAt(group, "rules", "a group")) {
+      if (!rule.IsMap() || !rule["alert"]) continue;  // a recording rule
+      AlertRule alert;
+      alert.name = oneLine(rule["alert"].as<std::string>(""));
+      alert.line = lineOf(rule["alert"]);
+      for (const auto& entry : rule) {
+        const std::string key = entry.first.as<std::string>("");
+        if (entry.second.IsScalar()) {
+          alert.fields[key] = oneLine(entry.second.Scalar());
+        } else if (entry.second.IsMap()) {  // labels:, annotations:
+          for (const auto& inner : entry.second) {
+            if (inner.second.IsScalar())
+              alert.fields[concat({key, ".", inner.first.as<std::string>("")})] =
+                  oneLine(inner.second.Scalar());
+          }
         }
-        ++i;
       }
-      alert.fields[section.empty() ? key : concat({section, ".", key})] = unquote(value);
+      alerts.push_back(std::move(alert));
     }
-    alerts.push_back(std::move(alert));
   }
   return alerts;
 }
@@ -171,7 +156,16 @@ std::vector<Problem> checkAlertRules(const std::string& rulesPath, std::string_v
                                      const std::set<std::string>& anchors) {
   std::vector<Problem> problems;
   const std::string runbookName = runbookPath.substr(runbookPath.find_last_of('/') + 1);
-  for (const AlertRule& alert : parseAlertRules(rulesYaml)) {
+  std::vector<AlertRule> alerts;
+  try {
+    alerts = parseAlertRules(rulesYaml);
+  } catch (const RuleFileError& e) {
+    const std::string what = e.what();
+    problems.push_back(
+        {rulesPath, "line " + std::to_string(e.line()), what.substr(what.find(": ") + 2)});
+    return problems;
+  }
+  for (const AlertRule& alert : alerts) {
     const std::string where = "line " + std::to_string(alert.line) + ", alert " + alert.name;
     const auto field = [&](const char* key) {
       const auto it = alert.fields.find(key);

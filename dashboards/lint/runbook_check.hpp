@@ -2,12 +2,14 @@
 // annotations summary, description with the value, runbook_url), and its runbook_url points to an
 // anchor that exists in runbooks.md: the alert's own section.
 //
-// The rule files are read line by line, as block-style YAML (the style of dashboards/rules/);
-// promtool check rules validates them as YAML and PromQL.
+// The rule files are read with yaml-cpp as Prometheus reads them (groups, each with rules), so
+// flow style, anchors and block scalars read as they mean; promtool check rules validates them
+// as rules and PromQL.
 #pragma once
 
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +26,17 @@ struct AlertRule {
   std::map<std::string, std::string> fields;
 };
 
+// A rule file that is not YAML, or not shaped as groups of rules; what() starts "line N".
+class RuleFileError : public std::runtime_error {
+ public:
+  RuleFileError(int line, const std::string& what);
+  int line() const { return line_; }
+
+ private:
+  int line_;
+};
+
+// The alerting rules (not the recording ones), in file order. Throws RuleFileError.
 std::vector<AlertRule> parseAlertRules(std::string_view yaml);
 
 // The anchors a Markdown file offers: GitHub's slugs of its headings (outside code fences, with

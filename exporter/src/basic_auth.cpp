@@ -5,13 +5,14 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
 #include <cctype>
 #include <memory>
 #include <stdexcept>
 
 namespace idem::exporter {
 
-std::string decodeBase64(std::string_view text) {
+std::optional<std::string> decodeBase64(std::string_view text) {
   auto value = [](char c) -> int {
     if (c >= 'A' && c <= 'Z') return c - 'A';
     if (c >= 'a' && c <= 'z') return c - 'a' + 26;
@@ -20,13 +21,16 @@ std::string decodeBase64(std::string_view text) {
     if (c == '/') return 63;
     return -1;
   };
-  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::size_t padding = 0;
+  while (padding < 2 && padding < text.size() && text[text.size() - 1 - padding] == '=') ++padding;
+  text.remove_suffix(padding);
   std::string out;
   unsigned buffer = 0;
   int bits = 0;
   for (char c : text) {
     const int v = value(c);
-    if (v < 0) return {};
+    if (v < 0) return std::nullopt;
     buffer = (buffer << 6) | static_cast<unsigned>(v);
     bits += 6;
     if (bits >= 8) {
@@ -35,6 +39,22 @@ std::string decodeBase64(std::string_view text) {
     }
   }
   return out;
+}
+
+std::optional<std::pair<std::string, std::string>> basicCredentials(std::string_view header) {
+  constexpr std::string_view scheme = "basic ";
+  if (header.size() <= scheme.size()) return std::nullopt;
+  for (std::size_t i = 0; i < scheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != scheme[i]) return std::nullopt;
+  }
+  const std::optional<std::string> credentials = decodeBase64(header.substr(scheme.size()));
+  if (!credentials) return std::nullopt;
+  const bool control = std::any_of(credentials->begin(), credentials->end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  const std::size_t colon = credentials->find(':');
+  if (control || colon == std::string::npos) return std::nullopt;
+  return std::pair{credentials->substr(0, colon), credentials->substr(colon + 1)};
 }
 
 BasicAuth::BasicAuth(std::map<std::string, std::string> usersToBcryptHash)
@@ -46,18 +66,8 @@ BasicAuth::BasicAuth(std::map<std::string, std::string> usersToBcryptHash)
 
 bool BasicAuth::allows(std::string_view header) const {
   if (!enabled()) return true;
-  constexpr std::string_view scheme = "Basic ";
-  if (header.size() <= scheme.size()) return false;
-  for (std::size_t i = 0; i < scheme.size() - 1; ++i) {
-    if (std::tolower(static_cast<unsigned char>(header[i])) !=
-        std::tolower(static_cast<unsigned char>(scheme[i]))) {
-      return false;
-    }
-  }
-  const std::string credentials = decodeBase64(header.substr(scheme.size()));
-  const std::size_t colon = credentials.find(':');
-  if (colon == std::string::npos) return false;
-  return verify(credentials.substr(0, colon), credentials.substr(colon + 1));
+  const auto credentials = basicCredentials(header);
+  return credentials && verify(credentials->first, credentials->second);
 }
 
 std::string BasicAuth::cacheKey(const std::string& user, const std::string& password,
@@ -87,17 +97,21 @@ bool BasicAuth::verify(const std::string& user, const std::string& password) con
   {
     std::lock_guard lock(cacheMutex_);
     if (entry != users_.end() && verified_.count(key) > 0) return true;
+    if (refused_.count(key) > 0) return false;
   }
+  std::unique_lock turn(bcryptMutex_, std::defer_lock);
+  if (!turn.try_lock_for(kVerificationWait)) return false;
   auto data = std::make_unique<crypt_data>();
   const char* computed = crypt_r(password.c_str(), hash.c_str(), data.get());
-  const bool match = computed != nullptr && computed[0] != '*' &&
+  const bool match = entry != users_.end() && computed != nullptr && computed[0] != '*' &&
                      std::string_view(computed).size() == hash.size() &&
                      CRYPTO_memcmp(computed, hash.data(), hash.size()) == 0;
-  if (!match || entry == users_.end()) return false;
+  turn.unlock();
   std::lock_guard lock(cacheMutex_);
-  if (verified_.size() >= 256) verified_.clear();  // bounded: a few scrapers, a few users
-  verified_.insert(key);
-  return true;
+  std::set<std::string>& remembered = match ? verified_ : refused_;
+  if (remembered.size() >= 256) remembered.clear();  // bounded: a few scrapers, a few users
+  remembered.insert(key);
+  return match;
 }
 
 }  // namespace idem::exporter

@@ -3,26 +3,64 @@
 #include <CivetServer.h>
 #include <civetweb.h>
 #include <dlfcn.h>
+#include <prometheus/collectable.h>
 #include <prometheus/exposer.h>
+#include <prometheus/text_serializer.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 
 #include "basic_auth.hpp"
 #include "exporter_options.hpp"
 #include "log.hpp"
+#include "tls_context.hpp"
 
 namespace idem::exporter {
+
+namespace {
+
+// The toolkit's rate_limit: a token bucket of `burst` tokens, one more every `interval`.
+class RateLimiter {
+ public:
+  explicit RateLimiter(const RateLimit& limit)
+      : limit_(limit), tokens_(limit.burst), last_(std::chrono::steady_clock::now()) {}
+  bool allow() {
+    if (limit_.interval.count() <= 0) return true;
+    std::lock_guard lock(mutex_);
+    const auto now = std::chrono::steady_clock::now();
+    const std::chrono::duration<double> elapsed = now - last_;
+    const std::chrono::duration<double> interval = limit_.interval;
+    tokens_ = std::min<double>(limit_.burst, tokens_ + elapsed / interval);
+    last_ = now;
+    if (tokens_ < 1) return false;
+    tokens_ -= 1;
+    return true;
+  }
+
+ private:
+  RateLimit limit_;
+  std::mutex mutex_;
+  double tokens_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace
 
 struct WebServer::Gate {
   std::string telemetryPath;
   std::unique_ptr<BasicAuth> auth;
   std::string landingPage;
+  // http_server_config.headers, as header lines for every response.
+  std::string extraHeaders;
+  std::unique_ptr<RateLimiter> rateLimiter;
+  // With extra headers the gate answers scrapes itself: prometheus-cpp's handler writes its
+  // response head alone.
+  std::shared_ptr<prometheus::Collectable> metrics;
 };
 
 namespace {
@@ -33,6 +71,13 @@ std::mutex gatesMutex;
 std::map<int, WebServer::Gate*> gates;
 // Messages civetweb reports while starting (bind and TLS errors), to explain a failed start.
 thread_local std::string* startErrors = nullptr;
+
+void noteStartError(const std::string& message) {
+  *startErrors += (startErrors->empty() ? "" : "; ") + message;
+}
+// The TLS settings of the server being started, for civetweb's init_ssl callback (called while
+// the server starts, on the starting thread).
+thread_local const TlsServerConfig* startingTls = nullptr;
 
 void respond(mg_connection* conn, int status, const char* reason, const std::string& contentType,
              const std::string& body, const std::string& extraHeaders = {}) {
@@ -56,12 +101,18 @@ int beginRequest(mg_connection* conn) {
   }
   const WebServer::Gate& gate = *found->second;
   lock.unlock();
+  const std::string& headers = gate.extraHeaders;
 
+  if (gate.rateLimiter && !gate.rateLimiter->allow()) {
+    respond(conn, 429, "Too Many Requests", "text/plain; charset=utf-8", "Too Many Requests\n",
+            headers);
+    return 1;
+  }
   if (gate.auth && gate.auth->enabled()) {
     const char* header = mg_get_header(conn, "Authorization");
     if (header == nullptr || !gate.auth->allows(header)) {
       respond(conn, 401, "Unauthorized", "text/plain; charset=utf-8", "Unauthorized\n",
-              "WWW-Authenticate: Basic realm=\"idemwatch-exporter\"\r\n");
+              headers + "WWW-Authenticate: Basic realm=\"idemwatch-exporter\"\r\n");
       return 1;
     }
   }
@@ -71,17 +122,33 @@ int beginRequest(mg_connection* conn) {
   if (path == gate.telemetryPath) {
     if (!get) {
       respond(conn, 405, "Method Not Allowed", "text/plain; charset=utf-8", "Method Not Allowed\n",
-              "Allow: GET, HEAD\r\n");
+              headers + "Allow: GET, HEAD\r\n");
       return 1;
     }
-    return 0;
-  }
-  if (path == "/" && get) {
-    respond(conn, 200, "OK", "text/html; charset=utf-8", gate.landingPage);
+    if (!gate.metrics) return 0;
+    respond(conn, 200, "OK", "text/plain; charset=utf-8",
+            prometheus::TextSerializer().Serialize(gate.metrics->Collect()), headers);
     return 1;
   }
-  respond(conn, 404, "Not Found", "text/plain; charset=utf-8", "Not Found\n");
+  if (path == "/" && get) {
+    respond(conn, 200, "OK", "text/html; charset=utf-8", gate.landingPage, headers);
+    return 1;
+  }
+  respond(conn, 404, "Not Found", "text/plain; charset=utf-8", "Not Found\n", headers);
   return 1;
+}
+
+// civetweb's init_ssl: the whole TLS set-up is ours (1), so civetweb neither loads a certificate
+// nor the system's trust store.
+int initSsl(void* sslCtx, void*) {
+  if (startingTls == nullptr) return -1;
+  try {
+    configureTlsContext(sslCtx, *startingTls);
+    return 1;
+  } catch (const std::exception& e) {
+    if (startErrors != nullptr) noteStartError(e.what());
+    return -1;
+  }
 }
 
 // While starting, civetweb's messages explain a failure (bind, TLS set-up); once serving, they are
@@ -89,7 +156,7 @@ int beginRequest(mg_connection* conn) {
 // so that strangers cannot fill the log.
 int logMessage(const mg_connection*, const char* message) {
   if (startErrors != nullptr) {
-    *startErrors += std::string(startErrors->empty() ? "" : "; ") + message;
+    noteStartError(message);
     logWarn(std::string("web server: ") + message);
   } else {
     logDebug(std::string("web server: ") + message);
@@ -107,25 +174,6 @@ std::string landingPage(const std::string& telemetryPath) {
          "\">Metrics</a></p>\n"
          "<p>" +
          versionText() + "</p>\n</body></html>\n";
-}
-
-// civetweb wants the certificate and its key in one PEM file; the toolkit's format names two.
-// Join them in a private file for civetweb to read at start, removed right after.
-std::string joinedPem(const TlsServerConfig& tls) {
-  char name[] = "/tmp/idemwatch-exporter-tls-XXXXXX";
-  const int fd = mkstemp(name);  // mode 0600
-  if (fd < 0) throw WebServerError("cannot create a private file for the TLS key in /tmp");
-  close(fd);
-  std::ofstream out(name, std::ios::binary | std::ios::trunc);
-  for (const auto& path : {tls.certFile, tls.keyFile}) {
-    std::ifstream in(path, std::ios::binary);
-    out << in.rdbuf() << '\n';
-  }
-  if (!out) {
-    unlink(name);
-    throw WebServerError("cannot write the joined TLS certificate and key");
-  }
-  return name;
 }
 
 // Makes civetweb's TLS work on OpenSSL 3 (see exporter/tls_compat/): the two compat libraries are
@@ -169,45 +217,49 @@ void loadTlsCompat() {
 WebServer::WebServer(const WebServerSettings& settings,
                      std::shared_ptr<prometheus::Collectable> metrics)
     : gate_(std::make_unique<Gate>()), metrics_(std::move(metrics)) {
+  const WebConfig& config = settings.webConfig;
   gate_->telemetryPath = settings.telemetryPath;
   gate_->landingPage = landingPage(settings.telemetryPath);
-  if (!settings.webConfig.basicAuthUsers.empty()) {
-    gate_->auth = std::make_unique<BasicAuth>(settings.webConfig.basicAuthUsers);
-  }
+  if (!config.basicAuthUsers.empty())
+    gate_->auth = std::make_unique<BasicAuth>(config.basicAuthUsers);
+  for (const auto& [name, value] : config.headers)
+    gate_->extraHeaders += name + ": " + value + "\r\n";
+  if (!config.headers.empty()) gate_->metrics = metrics_;
+  if (config.rateLimit.interval.count() > 0)
+    gate_->rateLimiter = std::make_unique<RateLimiter>(config.rateLimit);
 
   // Before civetweb's first start in this process, TLS or not: civetweb may load OpenSSL then.
   loadTlsCompat();
   std::string port = civetwebListeningPort(settings.listenAddress);
-  std::vector<std::string> options{"num_threads", std::to_string(settings.threads),
-                                   "request_timeout_ms", "10000"};
-  std::string pemFile;
-  if (const auto& tls = settings.webConfig.tls) {
-    tls_ = true;
-    port += 's';
-    pemFile = joinedPem(*tls);
-    options.insert(options.end(),
-                   {"ssl_certificate", pemFile, "ssl_protocol_version",
-                    std::to_string(tls->protocolVersion), "ssl_verify_peer", tls->verifyPeer});
-    if (tls->clientCaFile)
-      options.insert(options.end(), {"ssl_ca_file", tls->clientCaFile->string()});
-  }
-  options.insert(options.begin(), {"listening_ports", port});
-
+  // No keep-alive (civetweb's default): a connection is one request, so an idle client holds a
+  // thread no longer than the header timeout. No linger: closing never waits for the client.
+  std::vector<std::string> options{"num_threads",        std::to_string(settings.threads),
+                                   "request_timeout_ms", std::to_string(kHeaderTimeoutMs),
+                                   "enable_keep_alive",  "no"};
   CivetCallbacks callbacks;
   callbacks.begin_request = beginRequest;
   callbacks.log_message = logMessage;
+  if (config.tls) {
+    tls_ = true;
+    port += 's';
+    tlsConfig_ = std::make_unique<TlsServerConfig>(*config.tls);
+    callbacks.init_ssl = initSsl;
+  }
+  options.insert(options.begin(), {"listening_ports", port});
+
   std::string errors;
   startErrors = &errors;
+  startingTls = tlsConfig_.get();
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(options, &callbacks);
   } catch (const std::exception& e) {
     startErrors = nullptr;
-    if (!pemFile.empty()) unlink(pemFile.c_str());
+    startingTls = nullptr;
     throw WebServerError("cannot serve on " + settings.listenAddress + (tls_ ? " with TLS" : "") +
                          ": " + (errors.empty() ? std::string(e.what()) : errors));
   }
   startErrors = nullptr;
-  if (!pemFile.empty()) unlink(pemFile.c_str());
+  startingTls = nullptr;
   exposer_->RegisterCollectable(metrics_, settings.telemetryPath);
   ports_ = exposer_->GetListeningPorts();
   std::lock_guard lock(gatesMutex);
