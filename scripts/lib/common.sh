@@ -11,6 +11,7 @@ IDEMWATCH_PACKAGES=(
   postgresql postgresql-contrib
   prometheus xvfb openssl curl shellcheck
   libcli11-dev libyaml-cpp-dev clang-format clang-tidy
+  help2man lintian dpkg-dev systemd
 )
 # The protocol clients' tests (clients/): Python's psycopg, and Node.js with npm. A NodeSource
 # nodejs already ships npm and conflicts with Debian's npm package, so npm only when missing.
