@@ -44,14 +44,31 @@ install_packages() {
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# build DIR [cmake args...]: configure (once) and build everything, or only the targets named in
+# release_config_args: sets RELEASE_ARGS to the cmake arguments of the build a Debian package is
+# made from: Release (-O3) with Debian's hardening flags (dpkg-buildflags: fortify, stack
+# protector, relro, now). The demo, the tests and scripts/package all build this way, so what is
+# tested is what is packaged, and the packaging tests reuse the test build instead of compiling
+# everything a second time. Asked from the source folder: the flags' -ffile-prefix-map names the
+# current folder, and flags that differ between runs would rebuild everything.
+release_config_args() {
+  local cxxflags ldflags
+  cxxflags=$(cd "$IDEMWATCH_ROOT" && export DEB_BUILD_MAINT_OPTIONS=hardening=+all &&
+    echo "$(dpkg-buildflags --get CPPFLAGS) $(dpkg-buildflags --get CXXFLAGS)")
+  ldflags=$(cd "$IDEMWATCH_ROOT" && DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get LDFLAGS)
+  RELEASE_ARGS=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS="$cxxflags"
+    -DCMAKE_EXE_LINKER_FLAGS="$ldflags" -DCMAKE_SHARED_LINKER_FLAGS="$ldflags"
+    -DCMAKE_SKIP_INSTALL_ALL_DEPENDENCY=ON)
+}
+
+# build DIR [cmake args...]: configure and build everything, or only the targets named in
 # IDEMWATCH_BUILD_TARGETS (space-separated: "tst_protocol idemctl").
 build_tree() {
   local dir=$1
   shift
+  release_config_args
   # Configured on every run (a second run takes a moment), so that the arguments given here
   # always hold, even in a build folder configured otherwise before.
-  cmake -S "$IDEMWATCH_ROOT" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+  cmake -S "$IDEMWATCH_ROOT" -B "$dir" -G Ninja "${RELEASE_ARGS[@]}" "$@" >/dev/null
   local targets=()
   if [ -n "${IDEMWATCH_BUILD_TARGETS:-}" ]; then
     read -r -a targets <<<"$IDEMWATCH_BUILD_TARGETS"
