@@ -75,14 +75,15 @@ std::string ConnectionSettings::redacted() const {
 std::unique_ptr<pqxx::connection> connect(const ConnectionSettings& settings) {
   try {
     return std::make_unique<pqxx::connection>(settings.effectiveDsn());
-  } catch (const pqxx::broken_connection& e) {
-    throw DatabaseError("08001", "cannot connect to the database " + settings.redacted() +
-                                     " (from " + settings.source +
-                                     "): " + primaryMessage(e.what()));
   } catch (const pqxx::failure& e) {
-    throw DatabaseError("08001", "cannot connect to the database " + settings.redacted() +
-                                     " (from " + settings.source +
-                                     "): " + primaryMessage(e.what()));
+    // The one classification decides: a refused or missing password is NeedsPassword (28P01),
+    // anything else about reaching the server is a connection that never started (08001).
+    const std::optional<DatabaseError> translated =
+        asDatabaseError(std::current_exception(), "connect");
+    const bool password = translated && translated->kind() == DatabaseErrorKind::NeedsPassword;
+    throw DatabaseError(password ? translated->sqlstate() : std::string("08001"),
+                        "cannot connect to the database " + settings.redacted() + " (from " +
+                            settings.source + "): " + primaryMessage(e.what()));
   }
 }
 
