@@ -120,6 +120,22 @@ class TestRoles : public QObject {
              denied);
   }
 
+  // The schema's named conditions (sql/010) are the readers' to call, and the writer's not: the
+  // exporter, the admin app and the reconciler ask idem.is_stuck and idem.transition_allowed.
+  void readersAskTheSchemasConditionsAndTheWriterDoesNot() {
+    const std::string stuck =
+        "SELECT count(*) FROM idem.records WHERE status IN ('PROCESSING', 'UNKNOWN') AND "
+        "idem.is_stuck(status, lease_expires_at) AND NOT idem.lease_expired(status, "
+        "lease_expires_at)";
+    const std::string machine = "SELECT idem.transition_allowed(NULL, 'PROCESSING', 'system')";
+    for (const auto& role : {reader_, operator_, reconciler_}) {
+      QCOMPARE(attempt(role, stuck), std::string());
+      QCOMPARE(attempt(role, machine), std::string());
+    }
+    QCOMPARE(attempt(writer_, machine), std::string("42501"));
+    QCOMPARE(attempt(stranger_, "SELECT idem.is_stuck('UNKNOWN', now())"), std::string("42501"));
+  }
+
   void operatorReadsAndSettlesButNeverUpdatesDirectly() {
     const std::string denied = "42501";
     QCOMPARE(attempt(operator_, "SELECT count(*) FROM idem.fund_flows"), std::string());
