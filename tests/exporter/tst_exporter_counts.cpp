@@ -90,9 +90,7 @@ std::set<std::string> transitionKeysOf(const Series& s) {
 BeginRequest beginRequest(const std::string& key, const std::string& bizType,
                           const std::string& bizId,
                           std::chrono::milliseconds lease = std::chrono::milliseconds(30'000)) {
-  BeginRequest r = payRequest(key, bizId, bizType);
-  r.lease = lease;
-  return r;
+  return payRequest(key, bizId, bizType, lease);
 }
 
 }  // namespace

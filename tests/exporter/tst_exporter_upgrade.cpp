@@ -40,9 +40,7 @@ constexpr const char* kFundFlow =
 
 BeginRequest beginRequest(const std::string& key, const std::string& bizId,
                           std::chrono::milliseconds lease = std::chrono::milliseconds(30'000)) {
-  BeginRequest r = payRequest(key, bizId);
-  r.lease = lease;
-  return r;
+  return payRequest(key, bizId, "payment", lease);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "idem/migrations.hpp"
 #include "idem/protocol_client.hpp"
 #include "test_database.hpp"
+#include "test_requests.hpp"
 
 using namespace idem;
 
@@ -38,12 +39,7 @@ class TestRoles : public QObject {
     stranger_ = db_->createLoginRole("stranger", "");
     auto c = db_->connect();
     ProtocolClient p(*c);
-    BeginRequest r;
-    r.key = "k1";
-    r.bizType = "payment";
-    r.bizId = "o1";
-    r.tool = "pay";
-    const BeginResult b = p.begin(r);
+    const BeginResult b = p.begin(test::payRequest("k1", "o1"));
     QVERIFY(p.markUnknown("k1", 1, "timeout", *b.claimToken).ok());
     p.recordFundFlow({"payment", "o1", FundFlowKind::Debit, 1, "CNY", "gw-1", "k1"});
   }
@@ -173,12 +169,7 @@ class TestRoles : public QObject {
     {
       auto c = db_->connect();
       ProtocolClient p(*c);
-      BeginRequest r;
-      r.key = "k2";
-      r.bizType = "payment";
-      r.bizId = "o2";
-      r.tool = "pay";
-      const BeginResult b = p.begin(r);
+      const BeginResult b = p.begin(test::payRequest("k2", "o2"));
       QVERIFY(p.markUnknown("k2", 1, "timeout", *b.claimToken).ok());
     }
     QCOMPARE(attempt(reconciler_, "SELECT count(*) FROM idem.records"), std::string());

@@ -26,8 +26,7 @@ class TestSettlement : public QObject {
               const std::string& bizType = "payment",
               std::chrono::milliseconds lease = std::chrono::milliseconds(30'000)) {
     ProtocolClient c(*conn_);
-    BeginRequest r = test::payRequest(key, bizId, bizType);
-    r.lease = lease;
+    const BeginRequest r = test::payRequest(key, bizId, bizType, lease);
     const BeginResult begun = c.begin(r);
     Claim claim{key, begun.version.value_or(0), begun.claimToken.value_or("")};
     if (unknown) {

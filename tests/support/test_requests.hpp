@@ -2,6 +2,7 @@
 // said otherwise) through the tool "pay". Each suite sets what its cases vary on top of it.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "idem/protocol_client.hpp"
@@ -9,8 +10,10 @@
 namespace idem::test {
 
 inline BeginRequest payRequest(const std::string& key, const std::string& bizId,
-                               const std::string& bizType = "payment") {
+                               const std::string& bizType = "payment",
+                               std::chrono::milliseconds lease = BeginRequest{}.lease) {
   BeginRequest r;
+  r.lease = lease;
   r.key = key;
   r.bizType = bizType;
   r.bizId = bizId;
