@@ -1,7 +1,6 @@
 #include "collection_loop.hpp"
 
 #include <algorithm>
-#include <pqxx/except>
 #include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 
@@ -29,20 +28,6 @@ std::string describe(std::exception_ptr error) {
     return primaryMessage(e.what());
   } catch (...) {
     return "unknown error";
-  }
-}
-
-bool connectionLost(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const pqxx::broken_connection&) {
-    return true;
-  } catch (const pqxx::in_doubt_error&) {
-    return true;
-  } catch (const DatabaseError& e) {
-    return e.isConnectionLoss();
-  } catch (...) {
-    return false;
   }
 }
 
@@ -129,9 +114,11 @@ void CollectionLoop::collectOnce() {
     } catch (...) {
       const std::exception_ptr error = std::current_exception();
       succeeded = false;
-      set_.health().recordError(std::string(c.name()));
-      logWarn(std::string(c.name()) + ": " + describe(error));
-      if (connectionLost(error) || !connection_->is_open()) {
+      const std::string name(c.name());
+      set_.health().recordError(name);
+      logWarn(name + ": " + describe(error));
+      const auto databaseError = asDatabaseError(error, name.c_str());
+      if ((databaseError && databaseError->endsSession()) || !connection_->is_open()) {
         logError("lost the database connection; reconnecting");
         connection_.reset();
         reached = false;

@@ -52,9 +52,36 @@ std::string bigintArrayLiteral(std::vector<std::int64_t>::const_iterator begin,
   return out;
 }
 
+TableQueries tableQueries(const std::string& relation, const std::string& columns) {
+  const std::string select =
+      "SELECT id, extract(epoch FROM created_at)::float8, " + columns + " FROM " + relation;
+  TableQueries q;
+  q.relation = relation;
+  q.rowsAfter = select + " WHERE id > $1 ORDER BY id LIMIT $2";
+  q.rowsByIds = select + " WHERE id = ANY($1::bigint[])";
+  q.highWater = "SELECT coalesce(max(id), 0) FROM " + relation;
+  // min(id + 0), not min(id): the planner would answer min(id) by walking the primary key from the
+  // oldest row and filtering on created_at, a full scan on a table of old rows. Written this way it
+  // uses the BRIN index on created_at and touches only the recent block ranges.
+  q.windowStartId =
+      "SELECT min(id + 0) FROM " + relation + " WHERE created_at >= now() - $1::interval";
+  return q;
+}
+
 IncrementalReader::IncrementalReader(TableQueries queries, ReaderLimits limits,
                                      TableReadStats& stats)
     : queries_(std::move(queries)), limits_(limits), stats_(stats) {}
+
+void IncrementalReader::pollAndPublish(pqxx::connection& connection, const RowSink& sink,
+                                       const std::function<void()>& publish) {
+  try {
+    poll(connection, sink);
+  } catch (...) {
+    publish();
+    throw;
+  }
+  publish();
+}
 
 void IncrementalReader::poll(pqxx::connection& connection, const RowSink& sink) {
   if (!started_) {

@@ -43,6 +43,10 @@ struct TableQueries {
   std::string windowStartId;  // $1 interval: the smallest id created within it, NULL when none
 };
 
+// The statements of one of the idem tables the collectors read (attempts, transitions, fund
+// flows): each row is "id, created_at as epoch seconds, <columns>", and they all read the same way.
+TableQueries tableQueries(const std::string& relation, const std::string& columns);
+
 enum class RowOrigin {
   BeforeStart,  // committed before the exporter started: for the ratio window only
   New,          // committed since the last collection
@@ -68,6 +72,11 @@ class IncrementalReader {
   // on database errors; the rows handed to the sink so far are accounted for, so the next poll
   // neither misses nor repeats them.
   void poll(pqxx::connection& connection, const RowSink& sink);
+
+  // poll, then `publish` what was read, also when poll throws: the rows handed over are
+  // consistent (see poll), so a collection cut short still publishes them. Rethrows.
+  void pollAndPublish(pqxx::connection& connection, const RowSink& sink,
+                      const std::function<void()>& publish);
 
   // The database's now() at the last poll, seconds since the epoch.
   double snapshotTime() const { return snapshotTime_; }

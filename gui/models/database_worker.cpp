@@ -6,6 +6,7 @@
 
 #include "idem/database_error.hpp"
 #include "idem/record_queries.hpp"
+#include "idem/sql_fragments.hpp"
 #include "models/record_page_query.hpp"
 #include "models/timestamps.hpp"
 
@@ -23,13 +24,13 @@ constexpr const char* kDescribe =
     "  to_regclass('idem.records') IS NOT NULL, "
     "  CASE WHEN to_regclass('idem.records') IS NOT NULL "
     "    THEN has_table_privilege(current_user, 'idem.records', 'SELECT') ELSE false END, "
-    "  (extract(epoch FROM clock_timestamp()) * 1000000)::bigint "
+    "  " IDEM_SQL_MICROS("clock_timestamp()") " "
     "FROM pg_roles r WHERE r.rolname = current_user";
 
 // Served by records_unsettled: cheap however large the table is, as long as few records are stuck.
 constexpr const char* kCounts =
     "SELECT count(*) FILTER (WHERE status = 'PROCESSING'), "
-    "       count(*) FILTER (WHERE status = 'PROCESSING' AND lease_expires_at < now()), "
+    "       count(*) FILTER (WHERE idem.lease_expired(status, lease_expires_at)), "
     "       count(*) FILTER (WHERE status = 'UNKNOWN'), "
     "       (SELECT reltuples::bigint FROM pg_class WHERE oid = 'idem.records'::regclass) "
     "FROM idem.records WHERE status IN ('PROCESSING', 'UNKNOWN')";

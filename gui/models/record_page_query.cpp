@@ -1,20 +1,9 @@
 #include "models/record_page_query.hpp"
 
-#include <pqxx/field>
+#include "idem/record_queries.hpp"
 
 namespace idem::admin {
 namespace {
-
-#define IDEM_MICROS(column) "(extract(epoch FROM " column ") * 1000000)::bigint"
-
-// The list's columns. No payloads: a page of 200 rows stays a few tens of kilobytes however large
-// the requests are. last_error is cut, the detail shows it whole.
-constexpr const char* kListColumns =
-    "SELECT idempotency_key, biz_type, biz_id, tool, request_hash, status, version, "
-    IDEM_MICROS("lease_expires_at") ", left(last_error, 400), attempt_count, "
-    IDEM_MICROS("created_at") ", " IDEM_MICROS("updated_at") " FROM idem.records";
-
-#undef IDEM_MICROS
 
 // A Timestamp parameter (microseconds since the epoch) back to timestamptz, exactly: integer
 // microseconds times an interval, no floating point in the way of keyset equality.
@@ -68,7 +57,8 @@ void applyFilter(StatementText& s, const RecordFilter& f) {
     s.require("status = ANY(" + s.bind(array) + "::text[])");
   }
   if (f.stuckOnly) {
-    s.require("(status = 'UNKNOWN' OR (status = 'PROCESSING' AND lease_expires_at < now()))");
+    // The schema's definition (sql/010); inlined, it still reads records_unsettled.
+    s.require("idem.is_stuck(status, lease_expires_at)");
   }
   if (!f.bizType.empty()) s.require("biz_type = " + s.bind(f.bizType));
   if (!f.key.empty()) s.require("idempotency_key = " + s.bind(f.key));
@@ -94,10 +84,6 @@ void applyCursor(StatementText& s, RecordOrder order, const RecordCursor& cursor
             key + ")");
 }
 
-Timestamp micros(const pqxx::field& f) {
-  return Timestamp(std::chrono::microseconds(f.as<long long>()));
-}
-
 }  // namespace
 
 BoundQuery pageQuery(const RecordFilter& filter, const std::optional<RecordCursor>& after,
@@ -106,7 +92,7 @@ BoundQuery pageQuery(const RecordFilter& filter, const std::optional<RecordCurso
   applyFilter(s, filter);
   if (after) applyCursor(s, filter.order, *after, true);
   const std::string tail = orderBy(filter.order) + " LIMIT " + s.bind(std::to_string(limit));
-  return s.finish(kListColumns, tail);
+  return s.finish(idem::kRecordListSelect, tail);
 }
 
 BoundQuery windowQuery(const RecordFilter& filter, const RecordCursor& through, int limit) {
@@ -114,7 +100,7 @@ BoundQuery windowQuery(const RecordFilter& filter, const RecordCursor& through, 
   applyFilter(s, filter);
   applyCursor(s, filter.order, through, false);
   const std::string tail = orderBy(filter.order) + " LIMIT " + s.bind(std::to_string(limit));
-  return s.finish(kListColumns, tail);
+  return s.finish(idem::kRecordListSelect, tail);
 }
 
 BoundQuery moreAfterQuery(const RecordFilter& filter, const RecordCursor& after) {
@@ -126,20 +112,7 @@ BoundQuery moreAfterQuery(const RecordFilter& filter, const RecordCursor& after)
 }
 
 Record recordFromListRow(const pqxx::row& r) {
-  Record out;
-  out.idempotencyKey = r[0].c_str();
-  out.bizType = r[1].c_str();
-  out.bizId = r[2].c_str();
-  out.tool = r[3].c_str();
-  out.requestHash = r[4].c_str();
-  out.status = parse<RecordStatus>(r[5].c_str());
-  out.version = r[6].as<int>();
-  if (!r[7].is_null()) out.leaseExpiresAt = micros(r[7]);
-  if (!r[8].is_null()) out.lastError = std::string(r[8].c_str());
-  out.attemptCount = r[9].as<int>();
-  out.createdAt = micros(r[10]);
-  out.updatedAt = micros(r[11]);
-  return out;
+  return idem::recordFromRow(r);
 }
 
 }  // namespace idem::admin

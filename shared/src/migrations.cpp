@@ -93,42 +93,59 @@ const std::vector<FunctionGrant>& expectedFunctionGrants() {
       {"idem.resolve(text, integer, text, text, jsonb)", "idem_reconciler"},
       {"idem.reconcile()", "idem_reconciler"},
       {"idem.expire_leases()", "idem_reconciler"},
+      // sql/010_named_conditions.sql: the readers' shared conditions and the state machine.
+      {"idem.lease_expired(text, timestamp with time zone)", "idem_reader", 10},
+      {"idem.lease_expired(text, timestamp with time zone)", "idem_operator", 10},
+      {"idem.lease_expired(text, timestamp with time zone)", "idem_reconciler", 10},
+      {"idem.is_stuck(text, timestamp with time zone)", "idem_reader", 10},
+      {"idem.is_stuck(text, timestamp with time zone)", "idem_operator", 10},
+      {"idem.is_stuck(text, timestamp with time zone)", "idem_reconciler", 10},
+      {"idem.transition_allowed(text, text, text)", "idem_reader", 10},
+      {"idem.transition_allowed(text, text, text)", "idem_operator", 10},
+      {"idem.transition_allowed(text, text, text)", "idem_reconciler", 10},
   };
   return grants;
 }
 
 std::vector<std::string> functionGrantDifferences(pqxx::transaction_base& tx) {
-  std::set<std::pair<std::string, std::string>> expected;
-  for (const FunctionGrant& g : expectedFunctionGrants()) expected.insert({g.function, g.grantee});
-  std::set<std::pair<std::string, std::string>> actual;
-  for (const auto& row : tx.exec(kFunctionGrants)) actual.insert({row[0].c_str(), row[1].c_str()});
+  return translatingErrors("compare the function grants", [&] {
+    const int version =
+        tx.exec1("SELECT coalesce(max(version), 0) FROM idem.schema_migrations")[0].as<int>();
+    std::set<std::pair<std::string, std::string>> expected;
+    for (const FunctionGrant& g : expectedFunctionGrants()) {
+      if (g.since <= version) expected.insert({g.function, g.grantee});
+    }
+    std::set<std::pair<std::string, std::string>> actual;
+    for (const auto& row : tx.exec(kFunctionGrants))
+      actual.insert({row[0].c_str(), row[1].c_str()});
 
-  std::vector<std::string> out;
-  std::set<std::string> functions;
-  for (const auto& row : tx.exec(kFunctionOwners)) {
-    functions.insert(row[0].c_str());
-    if (std::string(row[1].c_str()) != "idem_owner") {
-      out.push_back(std::string(row[0].c_str()) + " is owned by " + row[1].c_str() +
-                    ", not by idem_owner");
+    std::vector<std::string> out;
+    std::set<std::string> functions;
+    for (const auto& row : tx.exec(kFunctionOwners)) {
+      functions.insert(row[0].c_str());
+      if (std::string(row[1].c_str()) != "idem_owner") {
+        out.push_back(std::string(row[0].c_str()) + " is owned by " + row[1].c_str() +
+                      ", not by idem_owner");
+      }
     }
-  }
-  for (const auto& [function, grantee] : actual) {
-    if (!expected.contains({function, grantee})) {
-      out.push_back(function + " is executable by " + grantee +
-                    ", which the contract's role table does not allow");
+    for (const auto& [function, grantee] : actual) {
+      if (!expected.contains({function, grantee})) {
+        out.push_back(function + " is executable by " + grantee +
+                      ", which the contract's role table does not allow");
+      }
     }
-  }
-  for (const auto& [function, grantee] : expected) {
-    if (!functions.contains(function)) {
-      out.push_back(function +
-                    " is in the contract's role table but the database has no such "
-                    "function");
-    } else if (!actual.contains({function, grantee})) {
-      out.push_back(function + " is not executable by " + grantee +
-                    ", which the contract's role table requires");
+    for (const auto& [function, grantee] : expected) {
+      if (!functions.contains(function)) {
+        out.push_back(function +
+                      " is in the contract's role table but the database has no such "
+                      "function");
+      } else if (!actual.contains({function, grantee})) {
+        out.push_back(function + " is not executable by " + grantee +
+                      ", which the contract's role table requires");
+      }
     }
-  }
-  return out;
+    return out;
+  });
 }
 
 MigrationReport migrate(pqxx::connection& connection, const std::vector<Migration>& migrations,

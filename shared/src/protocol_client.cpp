@@ -45,29 +45,32 @@ ChangeResult toChangeResult(const pqxx::row& row) {
 }  // namespace
 
 ProtocolClient::ProtocolClient(pqxx::connection& connection) : connection_(connection) {
-  connection_.prepare(kBegin,
-                      "SELECT outcome, status, version, response_payload, claim_token::text "
-                      "FROM idem.begin($1, $2, $3, $4, $5, $6, $7::jsonb, $8::interval, $9, $10)");
-  connection_.prepare(kComplete,
-                      "SELECT result, status, version FROM idem.complete("
-                      "$1, $2, $3::jsonb, $4::uuid)");
-  connection_.prepare(kFail,
-                      "SELECT result, status, version FROM idem.fail("
-                      "$1, $2, $3, $4::uuid, $5::boolean)");
-  connection_.prepare(kMarkUnknown,
-                      "SELECT result, status, version FROM idem.mark_unknown("
-                      "$1, $2, $3, $4::uuid)");
-  connection_.prepare(kSettle,
-                      "SELECT result, status, version FROM idem.settle("
-                      "$1, $2, $3, $4, $5::jsonb, $6::boolean)");
-  connection_.prepare(kResolve,
-                      "SELECT result, status, version FROM idem.resolve("
-                      "$1, $2, $3, $4, $5::jsonb)");
-  connection_.prepare(kReconcile, "SELECT idem.reconcile()");
-  connection_.prepare(kExpire, "SELECT idem.expire_leases()");
-  connection_.prepare(kFundFlow,
-                      "SELECT flow_id, is_duplicate, already_recorded FROM idem.record_fund_flow("
-                      "$1, $2, $3, $4, $5, $6, $7)");
+  translatingErrors("prepare the protocol statements", [&] {
+    connection_.prepare(
+        kBegin,
+        "SELECT outcome, status, version, response_payload, claim_token::text "
+        "FROM idem.begin($1, $2, $3, $4, $5, $6, $7::jsonb, $8::interval, $9, $10)");
+    connection_.prepare(kComplete,
+                        "SELECT result, status, version FROM idem.complete("
+                        "$1, $2, $3::jsonb, $4::uuid)");
+    connection_.prepare(kFail,
+                        "SELECT result, status, version FROM idem.fail("
+                        "$1, $2, $3, $4::uuid, $5::boolean)");
+    connection_.prepare(kMarkUnknown,
+                        "SELECT result, status, version FROM idem.mark_unknown("
+                        "$1, $2, $3, $4::uuid)");
+    connection_.prepare(kSettle,
+                        "SELECT result, status, version FROM idem.settle("
+                        "$1, $2, $3, $4, $5::jsonb, $6::boolean)");
+    connection_.prepare(kResolve,
+                        "SELECT result, status, version FROM idem.resolve("
+                        "$1, $2, $3, $4, $5::jsonb)");
+    connection_.prepare(kReconcile, "SELECT idem.reconcile()");
+    connection_.prepare(kExpire, "SELECT idem.expire_leases()");
+    connection_.prepare(kFundFlow,
+                        "SELECT flow_id, is_duplicate, already_recorded FROM idem.record_fund_flow("
+                        "$1, $2, $3, $4, $5, $6, $7)");
+  });
 }
 
 BeginResult ProtocolClient::begin(const BeginRequest& request) {

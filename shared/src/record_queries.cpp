@@ -3,35 +3,41 @@
 #include <pqxx/pqxx>
 
 #include "idem/database_error.hpp"
+#include "idem/sql_fragments.hpp"
 
 namespace idem {
+
+// The columns recordFromRow reads, in its order; last_error is given (whole, or cut for a list).
+// clang-format off
+#define IDEM_RECORD_COLUMNS(last_error)                                      \
+  "idempotency_key, biz_type, biz_id, tool, request_hash, status, version, "  \
+  IDEM_SQL_MICROS("lease_expires_at") ", " last_error ", attempt_count, "     \
+  IDEM_SQL_MICROS("created_at") ", " IDEM_SQL_MICROS("updated_at")
+// clang-format on
+
 namespace {
 
-// Timestamps travel as microseconds since the epoch: no time zone or locale in the way.
-#define IDEM_MICROS(column) "(extract(epoch FROM " column ") * 1000000)::bigint"
+// How many columns IDEM_RECORD_COLUMNS names: a row with more carries the payloads.
+constexpr std::size_t kRecordListColumnCount = 12;
 
 constexpr const char* kRecord =
-    "SELECT idempotency_key, biz_type, biz_id, tool, request_hash, status, version, "
-    IDEM_MICROS("lease_expires_at") ", request_payload::text, response_payload::text, last_error, "
-    "attempt_count, " IDEM_MICROS("created_at") ", " IDEM_MICROS("updated_at") ", retry_allowed"
-    " FROM idem.records WHERE idempotency_key = $1";
+    "SELECT " IDEM_RECORD_COLUMNS("last_error") ", request_payload::text, response_payload::text, "
+    "retry_allowed FROM idem.records WHERE idempotency_key = $1";
 
 constexpr const char* kTransitions =
     "SELECT id, idempotency_key, from_status, to_status, version, actor, actor_kind, reason, "
-    "evidence::text, " IDEM_MICROS("created_at")
+    "evidence::text, " IDEM_SQL_MICROS("created_at")
     " FROM idem.transitions WHERE idempotency_key = $1 AND version > $2 ORDER BY id";
 
 constexpr const char* kAttempts =
     "SELECT id, idempotency_key, biz_type, biz_id, tool, trigger_source, outcome, request_hash, "
-    "agent_id, trace_id, " IDEM_MICROS(
+    "agent_id, trace_id, " IDEM_SQL_MICROS(
         "created_at") " FROM idem.attempts WHERE idempotency_key = $1 ORDER BY id DESC LIMIT $2";
 
 constexpr const char* kFundFlows =
     "SELECT id, biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key, "
-    "duplicate_of, " IDEM_MICROS(
+    "duplicate_of, " IDEM_SQL_MICROS(
         "created_at") " FROM idem.fund_flows WHERE biz_type = $1 AND biz_id = $2 ORDER BY id";
-
-#undef IDEM_MICROS
 
 Timestamp micros(const pqxx::field& f) {
   return Timestamp(std::chrono::microseconds(f.as<long long>()));
@@ -44,28 +50,36 @@ std::optional<std::string> optionalText(const pqxx::field& f) {
 
 }  // namespace
 
+const char* const kRecordListSelect =
+    "SELECT " IDEM_RECORD_COLUMNS("left(last_error, 400)") " FROM idem.records";
+
+Record recordFromRow(const pqxx::row& r) {
+  Record out;
+  out.idempotencyKey = r[0].c_str();
+  out.bizType = r[1].c_str();
+  out.bizId = r[2].c_str();
+  out.tool = r[3].c_str();
+  out.requestHash = r[4].c_str();
+  out.status = parse<RecordStatus>(r[5].c_str());
+  out.version = r[6].as<int>();
+  if (!r[7].is_null()) out.leaseExpiresAt = micros(r[7]);
+  out.lastError = optionalText(r[8]);
+  out.attemptCount = r[9].as<int>();
+  out.createdAt = micros(r[10]);
+  out.updatedAt = micros(r[11]);
+  if (r.size() > kRecordListColumnCount) {
+    out.requestPayload = optionalText(r[12]);
+    out.responsePayload = optionalText(r[13]);
+    out.retryAllowed = r[14].as<bool>();
+  }
+  return out;
+}
+
 std::optional<Record> findRecord(pqxx::transaction_base& tx, const std::string& key) {
   return translatingErrors("read record", [&]() -> std::optional<Record> {
     const pqxx::result rows = tx.exec_params(kRecord, key);
     if (rows.empty()) return std::nullopt;
-    const pqxx::row r = rows[0];
-    Record out;
-    out.idempotencyKey = r[0].c_str();
-    out.bizType = r[1].c_str();
-    out.bizId = r[2].c_str();
-    out.tool = r[3].c_str();
-    out.requestHash = r[4].c_str();
-    out.status = parse<RecordStatus>(r[5].c_str());
-    out.version = r[6].as<int>();
-    if (!r[7].is_null()) out.leaseExpiresAt = micros(r[7]);
-    out.requestPayload = optionalText(r[8]);
-    out.responsePayload = optionalText(r[9]);
-    out.lastError = optionalText(r[10]);
-    out.attemptCount = r[11].as<int>();
-    out.createdAt = micros(r[12]);
-    out.updatedAt = micros(r[13]);
-    out.retryAllowed = r[14].as<bool>();
-    return out;
+    return recordFromRow(rows[0]);
   });
 }
 

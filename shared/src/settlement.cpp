@@ -123,31 +123,8 @@ std::vector<Transition> changesAfter(pqxx::connection& connection, const std::st
   });
 }
 
-}  // namespace
-
-std::vector<std::string> validateSettleRequest(const SettleRequest& request) {
-  std::vector<std::string> problems;
-  if (request.key.empty()) problems.emplace_back("the idempotency key is empty");
-  if (request.to != RecordStatus::Success && request.to != RecordStatus::Failed) {
-    problems.push_back("a record is settled to SUCCESS or FAILED, not " +
-                       std::string(format(request.to)));
-  }
-  if (isBlank(request.reason)) {
-    problems.emplace_back("a reason is required: say what evidence the decision rests on");
-  }
-  if (request.evidence && !request.evidence->empty() &&
-      !nlohmann::json::accept(*request.evidence)) {
-    problems.emplace_back("the evidence is not valid JSON");
-  }
-  if (request.expectedVersion && *request.expectedVersion < 1) {
-    problems.emplace_back("the expected version must be 1 or more");
-  }
-  return problems;
-}
-
-SettleAssessment assessSettle(pqxx::connection& connection, const std::string& key, RecordStatus to,
-                              bool overrideMoneyMoved) {
-  SettleAssessment out = readAssessment(connection, key);
+// What the assessment's reads mean for a settle to `to`: the warnings, strongest first.
+SettleAssessment weigh(SettleAssessment out, RecordStatus to, bool overrideMoneyMoved) {
   if (!out.record) return out;
   const Record& r = *out.record;
 
@@ -190,7 +167,7 @@ SettleAssessment assessSettle(pqxx::connection& connection, const std::string& k
   return out;
 }
 
-SettleOutcome settleRecord(pqxx::connection& connection, const SettleRequest& request) {
+SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request) {
   SettleOutcome out;
   if (const auto problems = validateSettleRequest(request); !problems.empty()) {
     out.verdict = SettleVerdict::InvalidInput;
@@ -274,6 +251,41 @@ SettleOutcome settleRecord(pqxx::connection& connection, const SettleRequest& re
                           "returns under schema contract v2");
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> validateSettleRequest(const SettleRequest& request) {
+  std::vector<std::string> problems;
+  if (request.key.empty()) problems.emplace_back("the idempotency key is empty");
+  if (request.to != RecordStatus::Success && request.to != RecordStatus::Failed) {
+    problems.push_back("a record is settled to SUCCESS or FAILED, not " +
+                       std::string(format(request.to)));
+  }
+  if (isBlank(request.reason)) {
+    problems.emplace_back("a reason is required: say what evidence the decision rests on");
+  }
+  if (request.evidence && !request.evidence->empty() &&
+      !nlohmann::json::accept(*request.evidence)) {
+    problems.emplace_back("the evidence is not valid JSON");
+  }
+  if (request.expectedVersion && *request.expectedVersion < 1) {
+    problems.emplace_back("the expected version must be 1 or more");
+  }
+  return problems;
+}
+
+SettleAssessment assessSettle(pqxx::connection& connection, const std::string& key, RecordStatus to,
+                              bool overrideMoneyMoved) {
+  return translatingErrors("weigh the evidence", [&] {
+    return weigh(readAssessment(connection, key), to, overrideMoneyMoved);
+  });
+}
+
+SettleOutcome settleRecord(pqxx::connection& connection, const SettleRequest& request) {
+  // The whole settle, its assessment, its prepared statements and its re-reads after a refusal,
+  // answers in DatabaseError: no libpqxx exception reaches the caller.
+  return translatingErrors("settle", [&] { return settle(connection, request); });
 }
 
 }  // namespace idem

@@ -9,6 +9,7 @@
 #include "idem/database_error.hpp"
 #include "idem/protocol_client.hpp"
 #include "test_database.hpp"
+#include "test_requests.hpp"
 
 using namespace idem;
 
@@ -53,11 +54,7 @@ class Racers {
 };
 
 BeginRequest request(const std::string& key, const std::string& bizId) {
-  BeginRequest r;
-  r.key = key;
-  r.bizType = "payment";
-  r.bizId = bizId;
-  r.tool = "pay";
+  BeginRequest r = test::payRequest(key, bizId);
   r.requestPayload = R"({"amount": 2990})";
   return r;
 }

@@ -9,6 +9,7 @@
 #include "idem/database_error.hpp"
 #include "idem/protocol_client.hpp"
 #include "test_database.hpp"
+#include "test_requests.hpp"
 
 using namespace idem;
 
@@ -17,11 +18,7 @@ namespace {
 BeginRequest request(const std::string& key, const std::string& bizId,
                      TriggerSource source = TriggerSource::Initial,
                      const std::string& payload = R"({"amount": 2990, "currency": "CNY"})") {
-  BeginRequest r;
-  r.key = key;
-  r.bizType = "payment";
-  r.bizId = bizId;
-  r.tool = "pay";
+  BeginRequest r = test::payRequest(key, bizId);
   r.source = source;
   r.requestPayload = payload;
   r.agentId = "agent-1";

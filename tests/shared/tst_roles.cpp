@@ -8,6 +8,7 @@
 #include "idem/migrations.hpp"
 #include "idem/protocol_client.hpp"
 #include "test_database.hpp"
+#include "test_requests.hpp"
 
 using namespace idem;
 
@@ -38,12 +39,7 @@ class TestRoles : public QObject {
     stranger_ = db_->createLoginRole("stranger", "");
     auto c = db_->connect();
     ProtocolClient p(*c);
-    BeginRequest r;
-    r.key = "k1";
-    r.bizType = "payment";
-    r.bizId = "o1";
-    r.tool = "pay";
-    const BeginResult b = p.begin(r);
+    const BeginResult b = p.begin(test::payRequest("k1", "o1"));
     QVERIFY(p.markUnknown("k1", 1, "timeout", *b.claimToken).ok());
     p.recordFundFlow({"payment", "o1", FundFlowKind::Debit, 1, "CNY", "gw-1", "k1"});
   }
@@ -120,6 +116,22 @@ class TestRoles : public QObject {
              denied);
   }
 
+  // The schema's named conditions (sql/010) are the readers' to call, and the writer's not: the
+  // exporter, the admin app and the reconciler ask idem.is_stuck and idem.transition_allowed.
+  void readersAskTheSchemasConditionsAndTheWriterDoesNot() {
+    const std::string stuck =
+        "SELECT count(*) FROM idem.records WHERE status IN ('PROCESSING', 'UNKNOWN') AND "
+        "idem.is_stuck(status, lease_expires_at) AND NOT idem.lease_expired(status, "
+        "lease_expires_at)";
+    const std::string machine = "SELECT idem.transition_allowed(NULL, 'PROCESSING', 'system')";
+    for (const auto& role : {reader_, operator_, reconciler_}) {
+      QCOMPARE(attempt(role, stuck), std::string());
+      QCOMPARE(attempt(role, machine), std::string());
+    }
+    QCOMPARE(attempt(writer_, machine), std::string("42501"));
+    QCOMPARE(attempt(stranger_, "SELECT idem.is_stuck('UNKNOWN', now())"), std::string("42501"));
+  }
+
   void operatorReadsAndSettlesButNeverUpdatesDirectly() {
     const std::string denied = "42501";
     QCOMPARE(attempt(operator_, "SELECT count(*) FROM idem.fund_flows"), std::string());
@@ -157,12 +169,7 @@ class TestRoles : public QObject {
     {
       auto c = db_->connect();
       ProtocolClient p(*c);
-      BeginRequest r;
-      r.key = "k2";
-      r.bizType = "payment";
-      r.bizId = "o2";
-      r.tool = "pay";
-      const BeginResult b = p.begin(r);
+      const BeginResult b = p.begin(test::payRequest("k2", "o2"));
       QVERIFY(p.markUnknown("k2", 1, "timeout", *b.claimToken).ok());
     }
     QCOMPARE(attempt(reconciler_, "SELECT count(*) FROM idem.records"), std::string());

@@ -12,6 +12,7 @@
 #include "idem/protocol_client.hpp"
 #include "idem/settlement.hpp"
 #include "test_database.hpp"
+#include "test_requests.hpp"
 
 using namespace idem;
 
@@ -25,12 +26,7 @@ class TestSettlement : public QObject {
               const std::string& bizType = "payment",
               std::chrono::milliseconds lease = std::chrono::milliseconds(30'000)) {
     ProtocolClient c(*conn_);
-    BeginRequest r;
-    r.key = key;
-    r.bizType = bizType;
-    r.bizId = bizId;
-    r.tool = "pay";
-    r.lease = lease;
+    const BeginRequest r = test::payRequest(key, bizId, bizType, lease);
     const BeginResult begun = c.begin(r);
     Claim claim{key, begun.version.value_or(0), begun.claimToken.value_or("")};
     if (unknown) {

@@ -75,6 +75,41 @@ class TestVocabulary : public QObject {
   }
 
   // The C++ vocabulary and the database's CHECK constraints must be the same sets.
+  // Sizes and indexes come from the vocabulary: a table that forgets an enumerator, lists one
+  // twice, out of order, or stops short is told apart from a complete one at compile time.
+  void tablesAreCheckedAgainstTheEnumAtCompileTime() {
+    static_assert(detail::namesEnumerator<Outcome, Outcome::Retired>());
+    static_assert(!detail::namesEnumerator<Outcome, static_cast<Outcome>(kValueCount<Outcome>)>());
+    static_assert(listsEveryEnumeratorInOrder(allValues<TriggerSource>()));
+    static_assert(!listsEveryEnumeratorInOrder(
+        std::array{TriggerSource::Initial, TriggerSource::Llm}));  // stops short
+    static_assert(!listsEveryEnumeratorInOrder(
+        std::array{ActorKind::System, ActorKind::Reconciler, ActorKind::Operator}));  // order
+    static_assert(!listsEveryEnumeratorInOrder(
+        std::array{ActorKind::System, ActorKind::System, ActorKind::Reconciler}));  // twice
+    for (FundFlowKind k : allValues<FundFlowKind>()) {
+      QCOMPARE(allValues<FundFlowKind>()[indexOf(k)], k);
+    }
+  }
+
+  // The retry sources are every source but the first attempt, each with its own cell.
+  void retrySourcesAreEverySourceButTheFirstAttempt() {
+    QCOMPARE(kRetrySources.size() + 1, kValueCount<TriggerSource>);
+    std::vector<bool> taken(kRetrySources.size(), false);
+    for (TriggerSource s : allValues<TriggerSource>()) {
+      if (isFirstAttempt(s)) {
+        QCOMPARE(s, TriggerSource::Initial);
+        QCOMPARE(retryIndexOf(s), kRetrySources.size());
+        continue;
+      }
+      const std::size_t i = retryIndexOf(s);
+      QVERIFY(i < kRetrySources.size());
+      QCOMPARE(kRetrySources[i], s);
+      QVERIFY(!taken[i]);
+      taken[i] = true;
+    }
+  }
+
   void vocabularyMatchesTheSchemaConstraints() {
     test::TestDatabase db("tst_vocabulary");
     auto conn = db.connect();

@@ -9,13 +9,11 @@
 #include "database_flags.hpp"
 #include "idem/database_error.hpp"
 #include "idem/duration.hpp"
+#include "idem/session_role.hpp"
 #include "idemctl.hpp"
 
 namespace idem::ctl {
 namespace {
-
-constexpr const char* kIsReconciler =
-    "SELECT pg_has_role(session_user, 'idem_reconciler', 'MEMBER'), session_user";
 
 constexpr const char* kReconcile = "SELECT idem.reconcile()";
 
@@ -73,13 +71,9 @@ void print(std::ostream& out, const Round& round) {
 // A login that cannot run idem.reconcile() is said so before the first round, not as a
 // "permission denied" from inside the loop.
 void requireReconciler(pqxx::connection& connection) {
-  const auto [member, login] = translatingErrors("reconcile", [&] {
-    pqxx::nontransaction tx(connection);
-    const pqxx::row r = tx.exec1(kIsReconciler);
-    return std::pair{r[0].as<bool>(), std::string(r[1].c_str())};
-  });
-  if (!member) {
-    throw DatabaseError("42501", "reconcile: the login " + login +
+  const SessionRole session = sessionMembership(connection, "idem_reconciler", "reconcile");
+  if (!session.member) {
+    throw DatabaseError("42501", "reconcile: the login " + session.login +
                                      " is not a member of idem_reconciler; run it as a login "
                                      "granted idem_reconciler");
   }

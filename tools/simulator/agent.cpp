@@ -192,13 +192,13 @@ void Agent::run(const OperationPlan& plan, bool isCopy) {
 namespace {
 
 // A careless call the database turned down, by a result code or by an error (a bound, a
-// permission). A lost connection is not an answer: it propagates like any other.
+// permission). An error that ends the session is not an answer: it propagates like any other.
 template <typename Call>
 bool refused(Call&& call) {
   try {
     return !call().ok();
   } catch (const DatabaseError& e) {
-    if (e.isConnectionLoss()) throw;
+    if (e.endsSession()) throw;
     return true;
   }
 }

@@ -10,6 +10,7 @@
 
 #include "agent.hpp"
 #include "idem/database_error.hpp"
+#include "idem/session_role.hpp"
 #include "idem/settlement.hpp"
 #include "plan.hpp"
 
@@ -92,7 +93,7 @@ void agentLoop(int number, const SimulationConfig& config, WorkQueue& work,
       // The operation is abandoned where it stood, as a real agent's would be.
       counters.errors.fetch_add(1);
       if (!task->isCopy) counters.operations.fetch_add(1);
-      if (e.isConnectionLoss()) {
+      if (e.endsSession()) {
         agent.resetConnection();
         std::this_thread::sleep_for(backoff);
         backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
@@ -126,11 +127,7 @@ void periodically(const ConnectionSettings& settings, std::chrono::milliseconds 
 // in silence, so the run refuses to start instead, naming the flag.
 void requireRole(const ConnectionSettings& settings, const char* role, const char* flags) {
   auto connection = connect(settings);
-  const bool member = translatingErrors("simulate", [&] {
-    pqxx::nontransaction tx(*connection);
-    return tx.exec_params1("SELECT pg_has_role(session_user, $1, 'MEMBER')", role)[0].as<bool>();
-  });
-  if (!member) {
+  if (!sessionMembership(*connection, role, "simulate").member) {
     throw DatabaseError("42501", std::string("simulate: ") + flags + " needs a login granted " +
                                      role + "; " + settings.redacted() + " is not");
   }
@@ -140,10 +137,11 @@ const ConnectionSettings& orAgents(const ConnectionSettings& s, const Simulation
   return s.dsn.empty() ? config.connection : s;
 }
 
-// This run's stuck records, oldest decision first: UNKNOWN, or PROCESSING past its lease.
+// This run's stuck records (idem.is_stuck: UNKNOWN, or PROCESSING past its lease), oldest
+// decision first.
 constexpr const char* kStuck =
     "SELECT idempotency_key FROM idem.records "
-    "WHERE (status = 'UNKNOWN' OR (status = 'PROCESSING' AND lease_expires_at < now())) "
+    "WHERE idem.is_stuck(status, lease_expires_at) "
     "AND left(biz_id, length($1)) = $1 ORDER BY updated_at LIMIT 500";
 
 // In flight right now: the claimant is downstream and will answer.

@@ -98,6 +98,7 @@ inline constexpr std::array<CarelessHole, 8> kCarelessHoles{
     CarelessHole::CompleteForeignClaim,    CarelessHole::CompleteStaleVersion,
     CarelessHole::RetryFinalFailure,       CarelessHole::NewKeyForPaidObject,
     CarelessHole::RebeginRetired,          CarelessHole::SettleLiveLease};
+static_assert(listsEveryEnumeratorInOrder(kCarelessHoles), "kCarelessHoles is stale");
 const char* describe(CarelessHole hole);
 
 struct HoleCount {

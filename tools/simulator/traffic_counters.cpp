@@ -25,7 +25,7 @@ SimulationSummary TrafficCounters::summary() const {
   s.reconciled = reconciled.load();
   s.roundsFailed = roundsFailed.load();
   for (CarelessHole hole : kCarelessHoles) {
-    const auto i = static_cast<std::size_t>(hole);
+    const std::size_t i = holeIndex(hole);
     if (holesTried_[i].load() > 0) s.holes[hole] = {holesTried_[i].load(), holesRefused_[i].load()};
   }
   s.unknownResolvedByCallback = unknownResolvedByCallback.load();

@@ -37,19 +37,22 @@ class TrafficCounters {
   std::atomic<std::int64_t> errors{0};
 
   void countHole(CarelessHole hole, bool refused) {
-    holesTried_[static_cast<std::size_t>(hole)].fetch_add(1, std::memory_order_relaxed);
-    if (refused) holesRefused_[static_cast<std::size_t>(hole)].fetch_add(1);
+    holesTried_[holeIndex(hole)].fetch_add(1, std::memory_order_relaxed);
+    if (refused) holesRefused_[holeIndex(hole)].fetch_add(1);
   }
 
   SimulationSummary summary() const;
 
  private:
-  static constexpr std::size_t kSources = allValues<TriggerSource>().size();
-  static constexpr std::size_t kOutcomes = allValues<Outcome>().size();
-  static std::size_t index(TriggerSource s, Outcome o) {
-    return static_cast<std::size_t>(s) * kOutcomes + static_cast<std::size_t>(o);
+  static constexpr std::size_t index(TriggerSource s, Outcome o) {
+    return indexOf(s) * kValueCount<Outcome> + indexOf(o);
   }
-  std::array<std::atomic<std::int64_t>, kSources * kOutcomes> attempts_{};
+  // kCarelessHoles lists every hole in declaration order (simulator.hpp static_asserts it).
+  static constexpr std::size_t holeIndex(CarelessHole hole) {
+    return static_cast<std::size_t>(hole);
+  }
+  std::array<std::atomic<std::int64_t>, kValueCount<TriggerSource> * kValueCount<Outcome>>
+      attempts_{};
   std::array<std::atomic<std::int64_t>, kCarelessHoles.size()> holesTried_{};
   std::array<std::atomic<std::int64_t>, kCarelessHoles.size()> holesRefused_{};
 };

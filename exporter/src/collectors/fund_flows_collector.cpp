@@ -10,26 +10,8 @@
 namespace idem::exporter {
 namespace {
 
-constexpr const char* kRowsAfter = R"SQL(
-SELECT id, extract(epoch FROM created_at)::float8, biz_type, kind, duplicate_of IS NOT NULL
-  FROM idem.fund_flows
- WHERE id > $1
- ORDER BY id
- LIMIT $2
-)SQL";
-
-constexpr const char* kRowsByIds = R"SQL(
-SELECT id, extract(epoch FROM created_at)::float8, biz_type, kind, duplicate_of IS NOT NULL
-  FROM idem.fund_flows
- WHERE id = ANY($1::bigint[])
-)SQL";
-
-constexpr const char* kHighWater = "SELECT coalesce(max(id), 0) FROM idem.fund_flows";
-
-// min(id + 0): see requests_collector.cpp; this uses the BRIN index on created_at.
-constexpr const char* kWindowStartId = R"SQL(
-SELECT min(id + 0) FROM idem.fund_flows WHERE created_at >= now() - $1::interval
-)SQL";
+// The columns take() reads after id and created_at.
+constexpr const char* kColumns = "biz_type, kind, duplicate_of IS NOT NULL";
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -38,8 +20,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 FundFlowsCollector::FundFlowsCollector(std::shared_ptr<BizTypes> bizTypes, ReaderLimits limits,
                                        ReadStats& stats)
     : bizTypes_(std::move(bizTypes)),
-      reader_(TableQueries{"idem.fund_flows", kRowsAfter, kRowsByIds, kHighWater, kWindowStartId},
-              limits, stats.table("fund_flows")),
+      reader_(tableQueries("idem.fund_flows", kColumns), limits, stats.table("fund_flows")),
       window_(limits.window),
       duplicateRatio_(kNaN) {}
 
@@ -66,13 +47,9 @@ void FundFlowsCollector::take(const pqxx::row& row, RowOrigin origin) {
 }
 
 void FundFlowsCollector::update(pqxx::connection& connection) {
-  try {
-    reader_.poll(connection, [this](const pqxx::row& row, RowOrigin origin) { take(row, origin); });
-  } catch (...) {
-    publish();
-    throw;
-  }
-  publish();
+  reader_.pollAndPublish(
+      connection, [this](const pqxx::row& row, RowOrigin origin) { take(row, origin); },
+      [this] { publish(); });
 }
 
 void FundFlowsCollector::publish() {

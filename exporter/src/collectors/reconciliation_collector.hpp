@@ -19,7 +19,7 @@ struct ReconciliationSettings {
   std::chrono::milliseconds interval{60'000};
   std::chrono::milliseconds window{24 * 3600'000};
   std::chrono::milliseconds grace{5 * 60'000};
-  std::vector<std::string> bizTypes{"payment"};
+  std::vector<std::string> bizTypes;  // --reconcile-biz-types, whose default lives with the flag
 };
 
 class ReconciliationCollector : public Collector {

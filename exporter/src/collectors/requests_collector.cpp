@@ -11,28 +11,8 @@
 namespace idem::exporter {
 namespace {
 
-constexpr const char* kRowsAfter = R"SQL(
-SELECT id, extract(epoch FROM created_at)::float8, biz_type, trigger_source, outcome
-  FROM idem.attempts
- WHERE id > $1
- ORDER BY id
- LIMIT $2
-)SQL";
-
-constexpr const char* kRowsByIds = R"SQL(
-SELECT id, extract(epoch FROM created_at)::float8, biz_type, trigger_source, outcome
-  FROM idem.attempts
- WHERE id = ANY($1::bigint[])
-)SQL";
-
-constexpr const char* kHighWater = "SELECT coalesce(max(id), 0) FROM idem.attempts";
-
-// min(id + 0), not min(id): the planner would answer min(id) by walking the primary key from the
-// oldest row and filtering on created_at, a full scan on a table of old rows. Written this way it
-// uses the BRIN index on created_at and touches only the recent block ranges.
-constexpr const char* kWindowStartId = R"SQL(
-SELECT min(id + 0) FROM idem.attempts WHERE created_at >= now() - $1::interval
-)SQL";
+// The columns take() reads after id and created_at.
+constexpr const char* kColumns = "biz_type, trigger_source, outcome";
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -55,8 +35,7 @@ std::string hitOutcomes() {
 RequestsCollector::RequestsCollector(std::shared_ptr<BizTypes> bizTypes, ReaderLimits limits,
                                      ReadStats& stats)
     : bizTypes_(std::move(bizTypes)),
-      reader_(TableQueries{"idem.attempts", kRowsAfter, kRowsByIds, kHighWater, kWindowStartId},
-              limits, stats.table("attempts")),
+      reader_(tableQueries("idem.attempts", kColumns), limits, stats.table("attempts")),
       window_(limits.window),
       hitRatio_(kNaN) {
   retryRatio_.fill(kNaN);
@@ -82,17 +61,13 @@ void RequestsCollector::take(const pqxx::row& row, RowOrigin origin) {
   const double createdAt = row[1].as<double>();
   window_.add(createdAt, kAll);
   if (isHit(*outcome)) window_.add(createdAt, kHits);
-  if (*source != TriggerSource::Initial) window_.add(createdAt, kFirstRetry + cellOf(*source) - 1);
+  if (!isFirstAttempt(*source)) window_.add(createdAt, kFirstRetry + retryIndexOf(*source));
 }
 
 void RequestsCollector::update(pqxx::connection& connection) {
-  try {
-    reader_.poll(connection, [this](const pqxx::row& row, RowOrigin origin) { take(row, origin); });
-  } catch (...) {
-    publish();  // what was read is consistent: see IncrementalReader::poll
-    throw;
-  }
-  publish();
+  reader_.pollAndPublish(
+      connection, [this](const pqxx::row& row, RowOrigin origin) { take(row, origin); },
+      [this] { publish(); });
 }
 
 void RequestsCollector::publish() {
@@ -137,9 +112,8 @@ void RequestsCollector::collect(std::vector<prometheus::MetricFamily>& out) cons
       }
     }
     addSample(hit, {}, hitRatio_);
-    for (TriggerSource s : allValues<TriggerSource>()) {
-      if (s == TriggerSource::Initial) continue;
-      addSample(retry, {{"source", std::string(format(s))}}, retryRatio_[cellOf(s) - 1]);
+    for (TriggerSource s : kRetrySources) {
+      addSample(retry, {{"source", std::string(format(s))}}, retryRatio_[retryIndexOf(s)]);
     }
   }
   out.push_back(std::move(total));

@@ -31,11 +31,9 @@ class RequestsCollector : public Collector {
   static constexpr std::size_t cell(TriggerSource s, Outcome o) {
     return cellOf(s) * kOutcomes + cellOf(o);
   }
-  // Window counts: all requests, hits, then one per retry source (every source but initial, the
-  // first in the vocabulary).
+  // Window counts: all requests, hits, then one per retry source (kRetrySources).
   static constexpr std::size_t kAll = 0, kHits = 1, kFirstRetry = 2;
-  static_assert(cellOf(TriggerSource::Initial) == 0, "the retry sources follow initial");
-  using Window = SlidingWindow<kFirstRetry + kSources - 1>;
+  using Window = SlidingWindow<kFirstRetry + kRetrySources.size()>;
 
   void take(const pqxx::row& row, RowOrigin origin);
   void publish();
@@ -49,7 +47,7 @@ class RequestsCollector : public Collector {
   mutable std::mutex mutex_;  // guards what scrapes read
   std::vector<Cells> publishedCounts_;
   double hitRatio_;
-  std::array<double, kSources - 1> retryRatio_;
+  std::array<double, kRetrySources.size()> retryRatio_;  // by retryIndexOf
 };
 
 }  // namespace idem::exporter

@@ -1,5 +1,8 @@
 #include "collectors/transitions_collector.hpp"
 
+#include <pqxx/pqxx>
+
+#include "idem/database_error.hpp"
 #include "idem/vocabulary.hpp"
 #include "log.hpp"
 #include "metric_families.hpp"
@@ -7,40 +10,33 @@
 namespace idem::exporter {
 namespace {
 
-constexpr const char* kRowsAfter = R"SQL(
-SELECT id, extract(epoch FROM created_at)::float8, coalesce(from_status, 'none'), to_status, actor_kind
-  FROM idem.transitions
- WHERE id > $1
- ORDER BY id
- LIMIT $2
+// The columns take() reads after id and created_at.
+constexpr const char* kColumns = "coalesce(from_status, 'none'), to_status, actor_kind";
+
+// The state machine, from the database that enforces it: every (from, to, actor_kind) of the
+// vocabulary that idem.transition_allowed accepts ($1 holds NULL, a record's creation).
+constexpr const char* kAllowed = R"SQL(
+SELECT f, t, a
+  FROM unnest($1::text[]) AS f, unnest($2::text[]) AS t, unnest($3::text[]) AS a
+ WHERE idem.transition_allowed(f, t, a)
 )SQL";
 
-constexpr const char* kRowsByIds = R"SQL(
-SELECT id, extract(epoch FROM created_at)::float8, coalesce(from_status, 'none'), to_status, actor_kind
-  FROM idem.transitions
- WHERE id = ANY($1::bigint[])
-)SQL";
-
-constexpr const char* kHighWater = "SELECT coalesce(max(id), 0) FROM idem.transitions";
-
-constexpr const char* kWindowStartId = R"SQL(
-SELECT min(id + 0) FROM idem.transitions WHERE created_at >= now() - $1::interval
-)SQL";
-
-// The cells whose series exist from the first scrape.
-constexpr std::array<bool, TransitionCells::kCount> kShownFromStart = [] {
-  std::array<bool, TransitionCells::kCount> shown{};
-  for (const AllowedTransition& a : kAllowedTransitions) {
-    shown[TransitionCells::index(a.from, a.to, a.actor)] = true;
+// {NULL,PROCESSING,...}: the values of E as a text[] literal, NULL first when asked.
+template <typename E>
+std::string arrayOf(bool withNull) {
+  std::string out = withNull ? "{NULL" : "{";
+  for (E value : allValues<E>()) {
+    if (out.size() > 1) out += ',';
+    out += format(value);
   }
-  return shown;
-}();
+  return out + "}";
+}
 
 }  // namespace
 
 TransitionsCollector::TransitionsCollector(ReaderLimits limits, ReadStats& stats)
     : reader_(
-          TableQueries{"idem.transitions", kRowsAfter, kRowsByIds, kHighWater, kWindowStartId},
+          tableQueries("idem.transitions", kColumns),
           [&] {
             limits.window = std::chrono::milliseconds(0);  // no ratio reads transitions
             return limits;
@@ -62,18 +58,39 @@ void TransitionsCollector::take(const pqxx::row& row, RowOrigin origin) {
   ++counts_[TransitionCells::index(from, *to, *actor)];
 }
 
-void TransitionsCollector::update(pqxx::connection& connection) {
-  auto publish = [this] {
-    std::lock_guard lock(mutex_);
-    published_ = counts_;
-  };
+// Once per session: the series of the allowed transitions exist from the first scrape. A database
+// that refuses the question (a version-2 schema before sql/010 grants it) only loses those zeros;
+// every transition is still counted.
+void TransitionsCollector::readStateMachine(pqxx::connection& connection) {
+  if (connection.backendpid() == stateMachineSession_) return;
   try {
-    reader_.poll(connection, [this](const pqxx::row& row, RowOrigin origin) { take(row, origin); });
+    const pqxx::result rows =
+        pqxx::nontransaction(connection)
+            .exec_params(kAllowed, arrayOf<RecordStatus>(true), arrayOf<RecordStatus>(false),
+                         arrayOf<ActorKind>(false));
+    std::lock_guard lock(mutex_);
+    for (const pqxx::row& row : rows) {
+      FromStatus from;
+      if (!row[0].is_null()) from = parse<RecordStatus>(row[0].c_str());
+      shownFromStart_[TransitionCells::index(from, parse<RecordStatus>(row[1].c_str()),
+                                             parse<ActorKind>(row[2].c_str()))] = true;
+    }
   } catch (...) {
-    publish();
-    throw;
+    const auto e = asDatabaseError(std::current_exception(), "read the state machine");
+    if (!e || e->endsSession()) throw;
+    logWarn(std::string(e->what()) + "; only the transitions counted get a series");
   }
-  publish();
+  stateMachineSession_ = connection.backendpid();
+}
+
+void TransitionsCollector::update(pqxx::connection& connection) {
+  readStateMachine(connection);
+  reader_.pollAndPublish(
+      connection, [this](const pqxx::row& row, RowOrigin origin) { take(row, origin); },
+      [this] {
+        std::lock_guard lock(mutex_);
+        published_ = counts_;
+      });
 }
 
 void TransitionsCollector::collect(std::vector<prometheus::MetricFamily>& out) const {
@@ -83,16 +100,18 @@ void TransitionsCollector::collect(std::vector<prometheus::MetricFamily>& out) c
                            "record's creation.",
                            prometheus::MetricType::Counter);
   Cells cells;
+  Shown shown;
   {
     std::lock_guard lock(mutex_);
     cells = published_;
+    shown = shownFromStart_;
   }
   for (std::size_t f = 0; f < TransitionCells::kFrom; ++f) {
     const FromStatus from = TransitionCells::fromOf(f);
     for (RecordStatus to : allValues<RecordStatus>()) {
       for (ActorKind actor : allValues<ActorKind>()) {
         const std::size_t i = TransitionCells::index(from, to, actor);
-        if (!kShownFromStart[i] && cells[i] == 0) continue;
+        if (!shown[i] && cells[i] == 0) continue;
         addSample(family,
                   {{"from", TransitionCells::fromLabel(from)},
                    {"to", std::string(format(to))},

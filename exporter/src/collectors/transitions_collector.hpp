@@ -1,8 +1,9 @@
 // Transitions: idem.transitions, the history of every status change, written by the database's
 // trigger. Publishes idempotency_transitions_total{from,to,actor_kind}; from is "none" for a
-// record's creation. The series of the transitions the state machine allows (transition_table.hpp)
-// exist from the first scrape; any other combination the history holds (a version-1 database's
-// UNKNOWN -> FAILED by the system, say) appears when counted.
+// record's creation. The series of the transitions the state machine allows
+// (idem.transition_allowed, read from the database once per session) exist from the first scrape;
+// any other combination the history holds (a version-1 record's UNKNOWN -> FAILED by the system,
+// say) appears when counted.
 #pragma once
 
 #include <array>
@@ -25,12 +26,17 @@ class TransitionsCollector : public Collector {
  private:
   using Cells = std::array<std::uint64_t, TransitionCells::kCount>;
 
+  using Shown = std::array<bool, TransitionCells::kCount>;
+
+  void readStateMachine(pqxx::connection& connection);
   void take(const pqxx::row& row, RowOrigin origin);
 
   IncrementalReader reader_;
   Cells counts_{};  // collection thread only
   mutable std::mutex mutex_;
   Cells published_{};
+  Shown shownFromStart_{};       // grows only: a series once shown stays
+  int stateMachineSession_ = 0;  // the backend pid the state machine was read in; collection thread
 };
 
 }  // namespace idem::exporter

@@ -62,6 +62,9 @@ inline constexpr int kContractV2Migration = 9;
 struct FunctionGrant {
   std::string function;
   std::string grantee;
+  // The migration that creates the grant: a database migrated only up to an earlier one (idemctl
+  // migrate --up-to) is not told it lacks it.
+  int since = kContractV2Migration;
 };
 
 // The contract's role table (docs/contract/schema.md, "Roles"), the one place it is written down.

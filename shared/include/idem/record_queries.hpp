@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <pqxx/row>
 #include <pqxx/transaction_base>
 #include <string>
 #include <vector>
@@ -11,6 +12,16 @@
 #include "idem/domain.hpp"
 
 namespace idem {
+
+// The records listing, "SELECT <columns> FROM idem.records": a caller appends its WHERE, ORDER BY
+// and LIMIT and maps each row with recordFromRow; the admin app's keyset pages are built on it. No
+// payloads: a page of 200 rows stays a few tens of kilobytes however large the requests are.
+// last_error is cut to 400 characters; findRecord, for the detail, reads it whole.
+extern const char* const kRecordListSelect;
+
+// A row of kRecordListSelect, or of findRecord's statement (which adds the payloads and
+// retry_allowed after the same columns), as a Record.
+Record recordFromRow(const pqxx::row& row);
 
 std::optional<Record> findRecord(pqxx::transaction_base& tx, const std::string& key);
 

@@ -106,6 +106,58 @@ struct Vocabulary<ResultCode> {
   }};
 };
 
+// How many values E has: the size of every array indexed by E.
+template <typename E>
+inline constexpr std::size_t kValueCount = Vocabulary<E>::values.size();
+
+namespace detail {
+
+// Does V name an enumerator of E? The compiler spells a template argument that names one as
+// "E::Name" and one that names none as "(E)5" (GCC and Clang alike): the only way C++20 has to
+// ask, at compile time, whether an enum has more values than a table lists.
+template <typename E, E V>
+constexpr bool namesEnumerator() {
+  constexpr std::string_view signature = __PRETTY_FUNCTION__;
+  constexpr std::size_t at = signature.rfind("V = ");
+  return at != std::string_view::npos && signature[at + 4] != '(';
+}
+
+}  // namespace detail
+
+// Does `values` list every enumerator of E exactly once, in declaration order, contiguous from 0,
+// and nothing after the last? Then a value's position in it is its index, and an enumerator added
+// to E without a place in the table is a compile error where the table is static_asserted.
+template <typename E, std::size_t N>
+constexpr bool listsEveryEnumeratorInOrder(const std::array<E, N>& values) {
+  for (std::size_t i = 0; i < N; ++i) {
+    if (static_cast<std::size_t>(values[i]) != i) return false;
+  }
+  return !detail::namesEnumerator<E, static_cast<E>(N)>();
+}
+
+// The same for a vocabulary: indexOf is then the position in Vocabulary<E>::values.
+template <typename E>
+constexpr bool listsEveryEnumeratorInOrder() {
+  std::array<E, kValueCount<E>> values{};
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = Vocabulary<E>::values[i].first;
+  return listsEveryEnumeratorInOrder(values);
+}
+
+static_assert(listsEveryEnumeratorInOrder<RecordStatus>(), "Vocabulary<RecordStatus> is stale");
+static_assert(listsEveryEnumeratorInOrder<TriggerSource>(), "Vocabulary<TriggerSource> is stale");
+static_assert(listsEveryEnumeratorInOrder<Outcome>(), "Vocabulary<Outcome> is stale");
+static_assert(listsEveryEnumeratorInOrder<FundFlowKind>(), "Vocabulary<FundFlowKind> is stale");
+static_assert(listsEveryEnumeratorInOrder<ActorKind>(), "Vocabulary<ActorKind> is stale");
+static_assert(listsEveryEnumeratorInOrder<ResultCode>(), "Vocabulary<ResultCode> is stale");
+
+// The position of a value in Vocabulary<E>::values: the index of its cell in every array sized by
+// kValueCount<E>.
+template <typename E>
+constexpr std::size_t indexOf(E value) {
+  static_assert(listsEveryEnumeratorInOrder<E>());
+  return static_cast<std::size_t>(value);
+}
+
 // A value outside the vocabulary: names the value and lists what was expected.
 class UnknownValue : public std::invalid_argument {
  public:
@@ -154,6 +206,32 @@ constexpr auto allValues() {
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = Vocabulary<E>::values[i].first;
   return out;
 }
+
+// The agent's own first call for an operation; every other source is a retry by someone.
+constexpr bool isFirstAttempt(TriggerSource s) {
+  return s == TriggerSource::Initial;
+}
+
+// The retry sources, in vocabulary order: every source but the first attempt.
+inline constexpr auto kRetrySources = [] {
+  std::array<TriggerSource, kValueCount<TriggerSource> - 1> out{};
+  std::size_t n = 0;
+  for (const auto& [source, spelling] : Vocabulary<TriggerSource>::values) {
+    if (!isFirstAttempt(source)) out[n++] = source;
+  }
+  return out;
+}();
+
+// The position of a retry source in kRetrySources: its cell in arrays of per-retry-source figures.
+constexpr std::size_t retryIndexOf(TriggerSource s) {
+  for (std::size_t i = 0; i < kRetrySources.size(); ++i) {
+    if (kRetrySources[i] == s) return i;
+  }
+  return kRetrySources.size();  // the first attempt: no cell
+}
+
+// Exactly one source is the first attempt.
+static_assert(retryIndexOf(TriggerSource::Initial) == kRetrySources.size());
 
 // The statuses that still need a decision.
 constexpr bool isUnsettled(RecordStatus s) {

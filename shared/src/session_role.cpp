@@ -1,0 +1,23 @@
+#include "idem/session_role.hpp"
+
+#include <pqxx/pqxx>
+
+#include "idem/database_error.hpp"
+
+namespace idem {
+namespace {
+
+constexpr const char* kMembership = "SELECT pg_has_role(session_user, $1, 'MEMBER'), session_user";
+
+}  // namespace
+
+SessionRole sessionMembership(pqxx::connection& connection, const std::string& role,
+                              const char* what) {
+  return translatingErrors(what, [&] {
+    pqxx::nontransaction tx(connection);
+    const pqxx::row r = tx.exec_params1(kMembership, role);
+    return SessionRole{r[1].c_str(), r[0].as<bool>()};
+  });
+}
+
+}  // namespace idem
