@@ -455,7 +455,7 @@ class TestManyDatabases : public QObject {
          QString::fromUtf8(lint.readAllStandardOutput()).split('\n', Qt::SkipEmptyParts)) {
       const QStringList parts = line.split('\t');
       QVERIFY2(parts.size() >= 4, qPrintable("unexpected linter line: " + line));
-      const QString title = parts[1];
+      const QString& title = parts[1];
       if (!title.endsWith(QLatin1String("by instance"))) continue;
       panels.insert(title);
       const QString expr = parts.mid(3).join('\t');
