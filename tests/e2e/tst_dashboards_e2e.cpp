@@ -8,11 +8,7 @@
 // - the money alerts fire on the traffic's faults (duplicate charges, debits without SUCCESS).
 //
 // The suite fails, never skips, when Prometheus is missing (Debian: apt-get install prometheus).
-#include <sys/prctl.h>
-
-#include <QDateTime>
 #include <QDir>
-#include <QEventLoop>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonArray>
@@ -20,32 +16,27 @@
 #include <QJsonObject>
 #include <QNetworkAccessManager>
 #include <QNetworkProxy>
-#include <QNetworkReply>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QSet>
-#include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QtTest>
-#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <csignal>
-#include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 #include <vector>
 
+#include "e2e_support.hpp"
 #include "pg_cluster.hpp"
 #include "simulator.hpp"
 #include "template_vars.hpp"
 #include "test_database.hpp"
 
 using namespace idem;
+using namespace idem::e2e;
 using namespace std::chrono_literals;
 
 namespace {
@@ -76,218 +67,6 @@ constexpr double kComparedSeconds = 60;
 // trafficConfig), so a gauge published under the wrong source, or a hit ratio leaving out
 // in_progress (~0.06 here), cannot pass.
 constexpr double kRatioTolerance = 0.01;
-
-double nowSeconds() {
-  return static_cast<double>(QDateTime::currentMSecsSinceEpoch()) / 1000.0;
-}
-
-QString tailOf(const QString& path, qint64 bytes = 4000) {
-  QFile f(path);
-  if (!f.open(QIODevice::ReadOnly)) return QStringLiteral("(no log at %1)").arg(path);
-  if (f.size() > bytes) f.seek(f.size() - bytes);
-  return QString::fromUtf8(f.readAll());
-}
-
-double parseSampleValue(const QJsonValue& v) {
-  const QString s = v.toString();
-  if (s == QLatin1String("NaN")) return std::numeric_limits<double>::quiet_NaN();
-  if (s == QLatin1String("+Inf")) return std::numeric_limits<double>::infinity();
-  if (s == QLatin1String("-Inf")) return -std::numeric_limits<double>::infinity();
-  bool ok = false;
-  const double d = s.toDouble(&ok);
-  return ok ? d : std::numeric_limits<double>::quiet_NaN();
-}
-
-struct HttpAnswer {
-  int status = 0;  // 0: no HTTP answer
-  QByteArray body;
-  QString error;
-};
-
-// Blocks, running a local event loop, until the answer or the timeout. A POST when form is set.
-HttpAnswer httpRequest(QNetworkAccessManager& nam, const QUrl& url,
-                       const std::optional<QByteArray>& form = std::nullopt,
-                       std::chrono::milliseconds timeout = 10s) {
-  QNetworkRequest request(url);
-  request.setTransferTimeout(static_cast<int>(timeout.count()));
-  QNetworkReply* reply = nullptr;
-  if (form) {
-    request.setHeader(QNetworkRequest::ContentTypeHeader, "application/x-www-form-urlencoded");
-    reply = nam.post(request, *form);
-  } else {
-    reply = nam.get(request);
-  }
-  if (!reply->isFinished()) {
-    QEventLoop loop;
-    QObject::connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);
-    loop.exec();
-  }
-  HttpAnswer answer;
-  answer.status = reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt();
-  answer.body = reply->readAll();
-  if (reply->error() != QNetworkReply::NoError) answer.error = reply->errorString();
-  delete reply;
-  return answer;
-}
-
-struct Sample {
-  QJsonObject metric;
-  double value = 0;
-};
-
-// A query's result; error is empty on success.
-struct QueryAnswer {
-  QString error;
-  std::vector<Sample> samples;
-  bool hasNumber() const {
-    for (const Sample& s : samples) {
-      if (std::isfinite(s.value)) return true;
-    }
-    return false;
-  }
-};
-
-// Prometheus' HTTP API (/api/v1/...) on 127.0.0.1.
-class PrometheusApi {
- public:
-  explicit PrometheusApi(int port) : base_(QStringLiteral("http://127.0.0.1:%1").arg(port)) {
-    nam_.setProxy(QNetworkProxy::NoProxy);
-  }
-
-  bool ready() {
-    return httpRequest(nam_, QUrl(base_ + "/-/ready"), std::nullopt, 2s).status == 200;
-  }
-
-  // An instant query, at `at` (seconds since the epoch) or now. Sent as a form POST, so that no
-  // expression meets a URL length limit; each value is percent-encoded ('+' included).
-  QueryAnswer query(const QString& expr, std::optional<double> at = std::nullopt) {
-    QByteArray form = "query=" + QUrl::toPercentEncoding(expr);
-    if (at) form += "&time=" + QByteArray::number(*at, 'f', 3);
-    const HttpAnswer http = httpRequest(nam_, QUrl(base_ + "/api/v1/query"), form);
-    QueryAnswer answer;
-    const QJsonObject doc = QJsonDocument::fromJson(http.body).object();
-    if (http.status != 200 || doc.value("status").toString() != QLatin1String("success")) {
-      answer.error = QStringLiteral("HTTP %1 %2: %3 %4")
-                         .arg(http.status)
-                         .arg(http.error, doc.value("errorType").toString(),
-                              doc.value("error").toString(QString::fromUtf8(http.body.left(300))));
-      return answer;
-    }
-    const QJsonObject data = doc.value("data").toObject();
-    const QString type = data.value("resultType").toString();
-    if (type == QLatin1String("vector")) {
-      for (const auto& v : data.value("result").toArray()) {
-        const QJsonObject o = v.toObject();
-        answer.samples.push_back(
-            {o.value("metric").toObject(), parseSampleValue(o.value("value").toArray().at(1))});
-      }
-    } else if (type == QLatin1String("scalar")) {
-      answer.samples.push_back({{}, parseSampleValue(data.value("result").toArray().at(1))});
-    } else {
-      answer.error = QStringLiteral("unexpected result type %1").arg(type);
-    }
-    return answer;
-  }
-
-  // The one value of a query that must return exactly one series; nullopt otherwise.
-  std::optional<double> single(const QString& expr, std::optional<double> at = std::nullopt) {
-    const QueryAnswer a = query(expr, at);
-    if (!a.error.isEmpty() || a.samples.size() != 1) return std::nullopt;
-    return a.samples.front().value;
-  }
-
-  // /api/v1/label/NAME/values restricted to the series `match` selects: what Grafana's
-  // label_values(match, NAME) offers.
-  QStringList labelValues(const QString& name, const QString& match, QString& error) {
-    const QUrl url(base_ + "/api/v1/label/" + name +
-                   "/values?match[]=" + QString::fromLatin1(QUrl::toPercentEncoding(match)));
-    const HttpAnswer http = httpRequest(nam_, url);
-    const QJsonObject doc = QJsonDocument::fromJson(http.body).object();
-    if (http.status != 200 || doc.value("status").toString() != QLatin1String("success")) {
-      error = QStringLiteral("HTTP %1 %2 %3")
-                  .arg(http.status)
-                  .arg(http.error, doc.value("error").toString());
-      return {};
-    }
-    QStringList values;
-    for (const auto& v : doc.value("data").toArray()) values << v.toString();
-    return values;
-  }
-
-  // /api/v1/alerts: pending and firing alerts.
-  QJsonArray alerts(QString& error) {
-    const HttpAnswer http = httpRequest(nam_, QUrl(base_ + "/api/v1/alerts"));
-    const QJsonObject doc = QJsonDocument::fromJson(http.body).object();
-    if (http.status != 200 || doc.value("status").toString() != QLatin1String("success")) {
-      error = QStringLiteral("HTTP %1 %2").arg(http.status).arg(http.error);
-      return {};
-    }
-    return doc.value("data").toObject().value("alerts").toArray();
-  }
-
- private:
-  QString base_;
-  QNetworkAccessManager nam_;
-};
-
-// A child process whose output goes to a log file (a pipe nobody reads would block it), stopped
-// with SIGTERM, then SIGKILL, when the test ends on any path.
-class ChildProcess {
- public:
-  ChildProcess(QString name, QString logPath)
-      : name_(std::move(name)), logPath_(std::move(logPath)) {
-    process_.setProcessChannelMode(QProcess::MergedChannels);
-    process_.setStandardOutputFile(logPath_);
-    // Should the test process die without unwinding (a crash, ctest's timeout kill), the child
-    // gets SIGTERM from the kernel instead of living on.
-    process_.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
-  }
-  ~ChildProcess() { stop(); }
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-
-  // Empty on success, else why it did not start.
-  QString start(const QString& program, const QStringList& arguments) {
-    process_.start(program, arguments);
-    if (!process_.waitForStarted(10'000)) {
-      return QStringLiteral("%1 did not start (%2 %3): %4")
-          .arg(name_, program, arguments.join(' '), process_.errorString());
-    }
-    return {};
-  }
-
-  bool running() const { return process_.state() != QProcess::NotRunning; }
-
-  // For failure messages: whether it still runs, and the end of its log.
-  QString describe() const {
-    QString state =
-        running() ? QStringLiteral("%1 is running").arg(name_)
-                  : QStringLiteral("%1 has exited (code %2)").arg(name_).arg(process_.exitCode());
-    return state + QStringLiteral("; the end of its log (%1):\n").arg(logPath_) + tailOf(logPath_);
-  }
-
-  void stop() {
-    if (process_.state() == QProcess::NotRunning) return;
-    process_.terminate();
-    if (!process_.waitForFinished(10'000)) {
-      process_.kill();
-      process_.waitForFinished(5'000);
-    }
-  }
-
- private:
-  QString name_;
-  QString logPath_;
-  QProcess process_;
-};
-
-QString prometheusBinary() {
-  QString onPath = QStandardPaths::findExecutable(QStringLiteral("prometheus"));
-  if (!onPath.isEmpty()) return onPath;
-  return QFileInfo(QStringLiteral("/usr/bin/prometheus")).isExecutable()
-             ? QStringLiteral("/usr/bin/prometheus")
-             : QString();
-}
 
 // Steady, throttled traffic of the three biz types with every case the dashboards and alerts
 // watch: retries from each source (at distinct rates), lost responses (UNKNOWN), crashes past a
@@ -326,8 +105,7 @@ sim::SimulationConfig trafficConfig(const test::TestDatabase& db) {
 class TestDashboardsE2e : public QObject {
   Q_OBJECT
 
-  QString sourceDir_;
-  QString binaryDir_;
+  SuiteEnvironment env_;
   QTemporaryDir workDir_;
   std::unique_ptr<test::TestDatabase> db_;
   std::unique_ptr<ChildProcess> exporter_;
@@ -338,26 +116,16 @@ class TestDashboardsE2e : public QObject {
   int prometheusPort_ = 0;
   double scrapedSince_ = 0;  // when Prometheus held its first sample of the exporter
 
-  std::atomic<bool> stopTraffic_{false};
-  std::thread traffic_;
-  std::mutex trafficMutex_;
-  QString trafficError_;
-  std::optional<sim::SimulationSummary> trafficSummary_;
+  BackgroundTraffic traffic_;
 
   QString instance() const { return QStringLiteral("127.0.0.1:%1").arg(exporterPort_); }
 
   // Empty while the simulator runs, else what went wrong with it.
-  QString trafficProblem() {
-    std::lock_guard lock(trafficMutex_);
-    if (!trafficError_.isEmpty()) return QStringLiteral("the simulator failed: ") + trafficError_;
-    if (trafficSummary_ && !stopTraffic_) return QStringLiteral("the simulator stopped early");
-    return {};
-  }
+  QString trafficProblem() { return traffic_.problem(); }
 
   // Everything the suite started, stopped in dependency order; safe to call twice.
   void shutDown() {
-    stopTraffic_ = true;
-    if (traffic_.joinable()) traffic_.join();
+    traffic_.stop();
     prometheus_.reset();
     exporter_.reset();
     db_.reset();
@@ -367,42 +135,16 @@ class TestDashboardsE2e : public QObject {
     exporterPort_ = test::freePort();
     exporter_ =
         std::make_unique<ChildProcess>("idemwatch-exporter", workDir_.filePath("exporter.log"));
-    QString error = exporter_->start(
-        binaryDir_ + "/exporter/idemwatch-exporter",
-        {"--db.dsn=" + QString::fromStdString(db_->dsn()), "--web.listen-address=" + instance(),
-         "--collect-interval=1s", "--ratio-window=" + kRatioWindow,
-         // Reconciliation soon after a debit, so that IdempotencyDebitWithoutSuccess can fire
-         // within the test (the default grace is 5m).
-         "--reconcile-interval=5s", "--reconcile-grace=5s", "--log.level=warn"});
-    if (!error.isEmpty()) return error;
-    const QUrl url(QStringLiteral("http://%1/metrics").arg(instance()));
-    const bool up = QTest::qWaitFor(
-        [&] {
-          if (!exporter_->running()) return true;
-          const HttpAnswer a = httpRequest(nam_, url, std::nullopt, 2s);
-          return a.status == 200 && a.body.contains("\nidempotency_exporter_db_up 1");
-        },
-        30'000);
-    if (!up || !exporter_->running()) {
-      return "the exporter did not serve idempotency_exporter_db_up 1 within 30s; " +
-             exporter_->describe();
-    }
-    return {};
+    return e2e::startExporter(*exporter_, env_.binaryDir, db_->dsn(), instance(),
+                              {"--ratio-window=" + kRatioWindow,
+                               // Reconciliation soon after a debit, so that
+                               // IdempotencyDebitWithoutSuccess can fire within the test (the
+                               // default grace is 5m).
+                               "--reconcile-interval=5s", "--reconcile-grace=5s"},
+                              nam_);
   }
 
-  void startTraffic() {
-    const sim::SimulationConfig config = trafficConfig(*db_);
-    traffic_ = std::thread([this, config] {
-      try {
-        sim::SimulationSummary summary = sim::simulate(config, stopTraffic_);
-        std::lock_guard lock(trafficMutex_);
-        trafficSummary_ = std::move(summary);
-      } catch (const std::exception& e) {
-        std::lock_guard lock(trafficMutex_);
-        trafficError_ = QString::fromUtf8(e.what());
-      }
-    });
-  }
+  void startTraffic() { traffic_.start(trafficConfig(*db_)); }
 
   // A biz_type's series appear with its first row. Prometheus starts scraping only once all three
   // exist, so that every series is there from its first scrape and rate() sees whole windows
@@ -427,63 +169,21 @@ class TestDashboardsE2e : public QObject {
     return {};
   }
 
-  QString writePrometheusConfig(const QString& path) const {
-    const QDir rules(sourceDir_ + "/dashboards/rules");
-    const QStringList ruleFiles = rules.entryList({"*.rules.yml"}, QDir::Files, QDir::Name);
-    if (ruleFiles.size() != 3) {
-      return QStringLiteral("expected the three rule files in %1, found: %2")
-          .arg(rules.path(), ruleFiles.join(", "));
-    }
-    QString yaml = QStringLiteral(
-        "global:\n"
-        "  scrape_interval: 1s\n"
-        "  scrape_timeout: 1s\n"
-        "  evaluation_interval: 1s\n"
-        "rule_files:\n");
-    for (const QString& f : ruleFiles) yaml += "  - \"" + rules.absoluteFilePath(f) + "\"\n";
-    yaml += QStringLiteral(
-                "scrape_configs:\n"
-                "  - job_name: %1\n"
-                "    static_configs:\n"
-                "      - targets: [\"%2\"]\n")
-                .arg(kJob, instance());
-    QFile file(path);
-    if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate)) return "cannot write " + path;
-    file.write(yaml.toUtf8());
-    return {};
-  }
-
   QString startPrometheus(const QString& program) {
     const QString config = workDir_.filePath("prometheus.yml");
-    if (QString error = writePrometheusConfig(config); !error.isEmpty()) return error;
+    if (QString error = writePrometheusConfig(config, env_.sourceDir, kJob, {instance()});
+        !error.isEmpty())
+      return error;
     prometheusPort_ = test::freePort();
     prometheus_ = std::make_unique<ChildProcess>("prometheus", workDir_.filePath("prometheus.log"));
-    QString error = prometheus_->start(
-        program, {"--config.file=" + config, "--storage.tsdb.path=" + workDir_.filePath("tsdb"),
-                  QStringLiteral("--web.listen-address=127.0.0.1:%1").arg(prometheusPort_),
-                  "--log.level=warn"});
-    if (!error.isEmpty()) return error;
     api_ = std::make_unique<PrometheusApi>(prometheusPort_);
-    const bool ready =
-        QTest::qWaitFor([&] { return !prometheus_->running() || api_->ready(); }, 60'000);
-    if (!ready || !prometheus_->running())
-      return "Prometheus was not ready within 60s; " + prometheus_->describe();
-
-    // Its first sample of the exporter, and when it was taken.
-    const QString up = QStringLiteral("up{job=\"%1\"}").arg(kJob);
-    const bool scraped =
-        QTest::qWaitFor([&] { return api_->single(up) == 1.0 || !prometheus_->running(); }, 30'000);
-    if (!scraped || !prometheus_->running()) {
-      return "Prometheus did not scrape the exporter successfully within 30s (up != 1); " +
-             prometheus_->describe();
-    }
-    scrapedSince_ = api_->single("timestamp(" + up + ")").value_or(nowSeconds());
-    return {};
+    return e2e::startPrometheus(*prometheus_, *api_, program, config, workDir_.path(),
+                                prometheusPort_, kJob, 1, scrapedSince_);
   }
 
   // The two dashboards, parsed.
   std::vector<std::pair<QString, QJsonObject>> dashboards() const {
-    const QDir dir(sourceDir_ + "/dashboards/grafana/dashboards");
+    const QDir dir(env_.sourceDir + "/dashboards/grafana/dashboards");
     std::vector<std::pair<QString, QJsonObject>> out;
     for (const QString& f : dir.entryList({"*.json"}, QDir::Files, QDir::Name)) {
       QFile file(dir.absoluteFilePath(f));
@@ -536,20 +236,8 @@ class TestDashboardsE2e : public QObject {
 
  private slots:
   void initTestCase() {
-    sourceDir_ = qEnvironmentVariable("IDEMWATCH_SOURCE_DIR");
-    binaryDir_ = qEnvironmentVariable("IDEMWATCH_BINARY_DIR");
-    QVERIFY2(!sourceDir_.isEmpty() && !binaryDir_.isEmpty(),
-             "IDEMWATCH_SOURCE_DIR and IDEMWATCH_BINARY_DIR must be set (ctest sets both)");
-    for (const QString& binary : {binaryDir_ + "/exporter/idemwatch-exporter",
-                                  binaryDir_ + "/dashboards/idemwatch-dashboard-lint"}) {
-      QVERIFY2(QFileInfo(binary).isExecutable(),
-               qPrintable(binary + " is missing: build it first"));
-    }
-    const QString prometheus = prometheusBinary();
-    QVERIFY2(
-        !prometheus.isEmpty(),
-        "prometheus is not installed (looked on PATH and at /usr/bin/prometheus): "
-        "apt-get install prometheus. This suite needs a real Prometheus and is never skipped.");
+    const QString missing = findSuiteEnvironment(env_);
+    QVERIFY2(missing.isEmpty(), qPrintable(missing));
     QVERIFY2(workDir_.isValid(), qPrintable(workDir_.errorString()));
     nam_.setProxy(QNetworkProxy::NoProxy);
 
@@ -563,15 +251,14 @@ class TestDashboardsE2e : public QObject {
     startTraffic();
     error = waitForEverySeries();
     QVERIFY2(error.isEmpty(), qPrintable(error));
-    error = startPrometheus(prometheus);
+    error = startPrometheus(env_.prometheus);
     QVERIFY2(error.isEmpty(), qPrintable(error));
   }
 
   void cleanupTestCase() {
     shutDown();
-    std::lock_guard lock(trafficMutex_);
-    if (trafficSummary_)
-      qInfo().noquote() << "traffic:\n" << QString::fromStdString(trafficSummary_->render());
+    if (const auto summary = traffic_.summary())
+      qInfo().noquote() << "traffic:\n" << QString::fromStdString(summary->render());
   }
 
   // The traffic reached Prometheus with every case the panels and alerts are about; without this
@@ -671,7 +358,7 @@ class TestDashboardsE2e : public QObject {
     QVERIFY2(filled, qPrintable("within 60s, Prometheus did not hold 14 scrapes in the last " +
                                 kRateInterval));
 
-    const QDir dashboards(sourceDir_ + "/dashboards/grafana/dashboards");
+    const QDir dashboards(env_.sourceDir + "/dashboards/grafana/dashboards");
     QStringList arguments{
         "--print-exprs", "--with-source",          "--set", "job=" + kJob,
         "--set",         "instance=" + instance(), "--set", "__rate_interval=" + kRateInterval};
@@ -679,7 +366,7 @@ class TestDashboardsE2e : public QObject {
     QVERIFY2(files.size() >= 2, qPrintable("expected the two dashboards in " + dashboards.path()));
     for (const QString& f : files) arguments << dashboards.absoluteFilePath(f);
     QProcess lint;
-    lint.start(binaryDir_ + "/dashboards/idemwatch-dashboard-lint", arguments);
+    lint.start(env_.binaryDir + "/dashboards/idemwatch-dashboard-lint", arguments);
     QVERIFY2(lint.waitForFinished(30'000), "the linter did not finish within 30s");
     QVERIFY2(lint.exitStatus() == QProcess::NormalExit && lint.exitCode() == 0,
              qPrintable("idemwatch-dashboard-lint --print-exprs failed: " +
