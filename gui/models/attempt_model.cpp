@@ -5,15 +5,9 @@
 
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/utf8_text.hpp"
 
 namespace idem::admin {
-namespace {
-
-QString text(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
-
-}  // namespace
 
 int AttemptModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
@@ -30,25 +24,25 @@ QVariant AttemptModel::data(const QModelIndex& index, int role) const {
         case When:
           return displayTime(a.createdAt);
         case Source:
-          return text(format(a.triggerSource));
+          return fromUtf8(format(a.triggerSource));
         case Outcome:
-          return text(format(a.outcome));
+          return fromUtf8(format(a.outcome));
         case Agent:
-          return a.agentId ? text(*a.agentId) : QString();
+          return a.agentId ? fromUtf8(*a.agentId) : QString();
         case Trace:
-          return a.traceId ? text(*a.traceId) : QString();
+          return a.traceId ? fromUtf8(*a.traceId) : QString();
         case RequestHash:
-          return text(a.requestHash).left(12);
+          return fromUtf8(a.requestHash).left(12);
         default:
           return {};
       }
     case ExportRole:
       if (column == When) return isoTime(a.createdAt);
-      if (column == RequestHash) return text(a.requestHash);
+      if (column == RequestHash) return fromUtf8(a.requestHash);
       return data(index, Qt::DisplayRole);
     case Qt::ToolTipRole:
       if (column == When) return isoTime(a.createdAt);
-      if (column == RequestHash) return text(a.requestHash);
+      if (column == RequestHash) return fromUtf8(a.requestHash);
       if (column == Outcome) return outcomeMeaning(a.outcome);
       return {};
     case Qt::ForegroundRole:

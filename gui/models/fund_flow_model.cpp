@@ -7,15 +7,9 @@
 #include "models/money_text.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/utf8_text.hpp"
 
 namespace idem::admin {
-namespace {
-
-QString text(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
-
-}  // namespace
 
 MoneyMovement moneyMovementOf(FundFlowKind kind) {
   switch (kind) {
@@ -61,13 +55,13 @@ QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
         case When:
           return displayTime(f.createdAt);
         case Kind:
-          return text(format(f.kind));
+          return fromUtf8(format(f.kind));
         case Amount:
           return moneyText(f.amountMinor, f.currency);
         case ExternalRef:
-          return text(f.externalRef);
+          return fromUtf8(f.externalRef);
         case Key:
-          return f.idempotencyKey ? text(*f.idempotencyKey) : QString();
+          return f.idempotencyKey ? fromUtf8(*f.idempotencyKey) : QString();
         case DuplicateOf:
           return f.duplicateOf ? QStringLiteral("#%1").arg(*f.duplicateOf) : QString();
         case Id:
@@ -95,7 +89,7 @@ QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
                    "Duplicate of flow #%1: a second %2 for %3/%4 under another gateway "
                    "reference (a double charge if it is a DEBIT)")
             .arg(*f.duplicateOf)
-            .arg(text(format(f.kind)), text(f.bizType), text(f.bizId));
+            .arg(fromUtf8(format(f.kind)), fromUtf8(f.bizType), fromUtf8(f.bizId));
       }
       if (markingMoneyMovement_ && column == Kind) {
         switch (moneyMovementOf(f.kind)) {

@@ -6,15 +6,9 @@
 #include "models/json_text.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/utf8_text.hpp"
 
 namespace idem::admin {
-namespace {
-
-QString text(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
-
-}  // namespace
 
 int TransitionModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
@@ -32,17 +26,17 @@ QVariant TransitionModel::data(const QModelIndex& index, int role) const {
         case When:
           return displayTime(t.createdAt);
         case From:
-          return t.fromStatus ? text(format(*t.fromStatus)) : QStringLiteral("(created)");
+          return t.fromStatus ? fromUtf8(format(*t.fromStatus)) : QStringLiteral("(created)");
         case To:
-          return text(format(t.toStatus));
+          return fromUtf8(format(t.toStatus));
         case Version:
           return t.version;
         case Actor:
-          return text(t.actor);
+          return fromUtf8(t.actor);
         case ActorKind:
-          return text(format(t.actorKind));
+          return fromUtf8(format(t.actorKind));
         case Reason:
-          return t.reason ? text(*t.reason) : QString();
+          return t.reason ? fromUtf8(*t.reason) : QString();
         case Evidence:
           return compactJson(t.evidence);
         default:
@@ -50,12 +44,12 @@ QVariant TransitionModel::data(const QModelIndex& index, int role) const {
       }
     case ExportRole:
       if (column == When) return isoTime(t.createdAt);
-      if (column == Evidence) return t.evidence ? text(*t.evidence) : QString();
+      if (column == Evidence) return t.evidence ? fromUtf8(*t.evidence) : QString();
       return data(index, Qt::DisplayRole);
     case Qt::ToolTipRole:
       if (column == When) return isoTime(t.createdAt);
       if (column == Evidence) return prettyJson(t.evidence);
-      if (column == Reason && t.reason) return text(*t.reason);
+      if (column == Reason && t.reason) return fromUtf8(*t.reason);
       if (column == ActorKind || column == Actor) return actorKindMeaning(t.actorKind);
       return {};
     case Qt::BackgroundRole:

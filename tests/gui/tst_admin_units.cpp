@@ -2,7 +2,8 @@
 // remembered of a connection; the backoff; that query building binds every value the operator
 // types; that refreshing a keyed model in place keeps selections (under QAbstractItemModelTester);
 // when a record may be settled (schema v2: a live lease waits, FAILED is only corrected, SUCCESS
-// is final); how the v2 vocabulary reads (retired, reconciler) and which flows count for money.
+// is final); how the v2 vocabulary reads (retired, reconciler) and which flows count for money;
+// which request of a requester is still wanted; UTF-8 text; the palette's tones.
 #include <QAbstractItemModelTester>
 #include <QBuffer>
 #include <QFont>
@@ -17,16 +18,17 @@
 #include "models/connection_profile.hpp"
 #include "models/csv_writer.hpp"
 #include "models/fund_flow_model.hpp"
-#include "models/job_ticket.hpp"
 #include "models/keyed_rows_model.hpp"
 #include "models/money_text.hpp"
 #include "models/reconnect_backoff.hpp"
 #include "models/record_page_query.hpp"
+#include "models/request_tracker.hpp"
 #include "models/settle_availability.hpp"
 #include "models/settle_evidence.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
 #include "models/transition_model.hpp"
+#include "models/utf8_text.hpp"
 
 using namespace idem;
 using namespace idem::admin;
@@ -179,15 +181,34 @@ class TestAdminUnits : public QObject {
     QCOMPARE(b.next(), 500ms);
   }
 
-  void staleTicketsAreRecognised() {
-    Generation g;
-    const JobTicket first = g.ticket(1);
-    QVERIFY(!first.isStale());
-    g.advance();
-    QVERIFY(first.isStale());
-    QVERIFY(!g.ticket(2).isStale());
-    const JobTicket settle{3, 0, nullptr};
-    QVERIFY(!settle.isStale());
+  void staleRequestsAreRecognised() {
+    QObject requester;
+    RequestTracker tracker(&requester);
+    const RequestTracker::Request first = tracker.start();
+    QVERIFY(!first.isSkippable());
+    tracker.cancel();
+    QVERIFY(first.isSkippable());
+    QVERIFY(!tracker.start().isSkippable());
+    RequestTracker decisions(&requester, RequestTracker::Policy::AlwaysRun);
+    const RequestTracker::Request settle = decisions.start();
+    decisions.cancel();
+    QVERIFY(!settle.isSkippable());
+  }
+
+  void onlyTheLatestRequestOfALiveRequesterIsDelivered() {
+    auto requester = std::make_unique<QObject>();
+    RequestTracker tracker(requester.get());
+    const RequestTracker::Request first = tracker.start();
+    const RequestTracker::Request second = tracker.start();
+    QVERIFY(tracker.isRunning());
+    QVERIFY(!first.finish());  // superseded
+    QVERIFY(tracker.isRunning());
+    QVERIFY(second.finish());
+    QVERIFY(!tracker.isRunning());
+
+    const RequestTracker::Request orphan = tracker.start();
+    requester.reset();
+    QVERIFY(!orphan.finish());  // nobody waits for it any more
   }
 
   void typedFilterTextIsAlwaysABoundParameter() {
@@ -400,6 +421,33 @@ class TestAdminUnits : public QObject {
     model.append({{1, 0}, {2, 0}});
     model.append({{2, 5}, {3, 0}});
     QCOMPARE(keys(model), (std::vector<int>{1, 2, 3}));
+  }
+
+  void utf8TextKeepsEveryByteOfTheView() {
+    const std::string stored = "caf\xC3\xA9 \xE2\x82\xAC 5";  // café € 5
+    QCOMPARE(fromUtf8(stored), QStringLiteral("caf\u00E9 \u20AC 5"));
+    // A view into the middle of a buffer: no terminating NUL, and it ends where the view ends.
+    const std::string_view middle = std::string_view(stored).substr(3, 2);
+    QCOMPARE(fromUtf8(middle), QStringLiteral("\u00E9"));
+    QCOMPARE(fromUtf8(std::string_view("a\0b", 3)).size(), 3);
+    QVERIFY(fromUtf8({}).isEmpty());
+  }
+
+  void tonesThatMeanAStatusWearItsColour() {
+    QCOMPARE(toneColor(Tone::Waiting), statusForeground(RecordStatus::Processing));
+    QCOMPARE(toneColor(Tone::WaitingBackground), statusBackground(RecordStatus::Processing));
+    QCOMPARE(toneColor(Tone::NeedsPerson), statusForeground(RecordStatus::Unknown));
+    QCOMPARE(toneColor(Tone::MoneyMoved), statusForeground(RecordStatus::Unknown));
+    QCOMPARE(toneColor(Tone::Settleable), statusForeground(RecordStatus::Success));
+    for (Tone t : {Tone::MutedText, Tone::Healthy, Tone::Warning, Tone::WarningBackground,
+                   Tone::Alarm, Tone::AlarmBackground, Tone::ErrorText}) {
+      QVERIFY(toneColor(t).isValid());
+      QCOMPARE(toneCss(t), toneColor(t).name());
+      QVERIFY(toneCss(t).startsWith(QLatin1Char('#')) && toneCss(t).size() == 7);
+    }
+    // A warning and an alarm never look alike, nor do their backgrounds.
+    QVERIFY(toneColor(Tone::Warning) != toneColor(Tone::Alarm));
+    QVERIFY(toneColor(Tone::WarningBackground) != toneColor(Tone::AlarmBackground));
   }
 };
 
