@@ -7,6 +7,9 @@
 #include <QBrush>
 #include <QSignalSpy>
 #include <QtTest>
+#include <atomic>
+#include <memory>
+#include <mutex>
 
 #include "admin_fixture.hpp"
 #include "models/database_session.hpp"
@@ -221,18 +224,52 @@ class TestAdminModels : public QObject {
     QObject requester;
     RequestTracker tracker(&requester);
     std::vector<int> replies;
-    const auto select = [](int n) {
-      return [n](pqxx::connection& c) {
+    auto started = std::make_shared<std::atomic<bool>>(false);
+    const auto select = [started](int n) {
+      return [n, started](pqxx::connection& c) {
+        started->store(true);
         pqxx::nontransaction tx(c);
+        if (n == 1) tx.exec("SELECT pg_sleep(0.2)");
         return tx.exec_params("SELECT $1::int", n)[0][0].as<int>();
       };
     };
     session_->submit(tracker, "first", select(1), [&](int n) { replies.push_back(n); });
+    // Asked again while the first one runs: the first reply comes back, and is dropped.
+    QVERIFY(QTest::qWaitFor([&] { return started->load(); }, 15000));
     session_->submit(tracker, "second", select(2), [&](int n) { replies.push_back(n); });
     QVERIFY(tracker.isRunning());
     QVERIFY(awaitEarlierRequests());
     QCOMPARE(replies, std::vector<int>{2});
     QVERIFY(!tracker.isRunning());
+  }
+
+  void aSupersededRequestIsNotRun() {
+    QObject requester;
+    RequestTracker tracker(&requester);
+    std::vector<int> ran;
+    std::mutex m;
+    const auto note = [&](int n) {
+      return [&, n](pqxx::connection&) {
+        const std::lock_guard lock(m);
+        ran.push_back(n);
+        return n;
+      };
+    };
+    // The worker is busy, so both wait in its queue; the first is superseded before it starts.
+    QObject sleeper;
+    RequestTracker sleeping(&sleeper);
+    session_->submit(
+        sleeping, "sleep",
+        [](pqxx::connection& c) {
+          pqxx::nontransaction(c).exec("SELECT pg_sleep(0.2)");
+          return 0;
+        },
+        [](int) {});
+    session_->submit(tracker, "first", note(1), [](int) {});
+    session_->submit(tracker, "second", note(2), [](int) {});
+    QVERIFY(awaitEarlierRequests());
+    const std::lock_guard lock(m);
+    QCOMPARE(ran, std::vector<int>{2});
   }
 
   void aReplyToADestroyedRequesterIsNotDelivered() {
