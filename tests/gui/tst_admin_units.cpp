@@ -332,13 +332,13 @@ class TestAdminUnits : public QObject {
   void retiredAndReconcilerReadApart() {
     AttemptModel attempts;
     QAbstractItemModelTester t1(&attempts, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    Attempt retired;
-    retired.id = 1;
-    retired.outcome = Outcome::Retired;
-    Attempt replayed;
-    replayed.id = 2;
-    replayed.outcome = Outcome::Replayed;
-    attempts.setAttempts({retired, replayed});
+    const auto attempt = [](std::int64_t id, Outcome outcome) {
+      Attempt a;
+      a.id = id;
+      a.outcome = outcome;
+      return a;
+    };
+    attempts.setAttempts({attempt(1, Outcome::Retired), attempt(2, Outcome::Replayed)});
     const QModelIndex r = attempts.index(0, AttemptModel::Outcome);
     QCOMPARE(r.data().toString(), QStringLiteral("retired"));
     QCOMPARE(r.data(Qt::ForegroundRole).value<QBrush>().color(),
@@ -349,15 +349,15 @@ class TestAdminUnits : public QObject {
     TransitionModel transitions;
     QAbstractItemModelTester t2(&transitions,
                                 QAbstractItemModelTester::FailureReportingMode::QtTest);
-    Transition bySystem;
-    bySystem.id = 1;
-    Transition byReconciler;
-    byReconciler.id = 2;
-    byReconciler.actorKind = ActorKind::Reconciler;
-    Transition byOperator;
-    byOperator.id = 3;
-    byOperator.actorKind = ActorKind::Operator;
-    transitions.setTransitions({bySystem, byReconciler, byOperator});
+    const auto transitionBy = [](std::int64_t id, ActorKind kind) {
+      Transition t;
+      t.id = id;
+      t.actorKind = kind;
+      return t;
+    };
+    transitions.setTransitions({transitionBy(1, ActorKind::System),
+                                transitionBy(2, ActorKind::Reconciler),
+                                transitionBy(3, ActorKind::Operator)});
     const QModelIndex kind = transitions.index(1, TransitionModel::ActorKind);
     QCOMPARE(kind.data().toString(), QStringLiteral("reconciler"));
     QVERIFY(kind.data(Qt::FontRole).value<QFont>().italic());
