@@ -3,6 +3,7 @@
 #include <QBrush>
 #include <QColor>
 
+#include "models/column_titles.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
 #include "models/utf8_text.hpp"
@@ -61,23 +62,10 @@ QVariant AttemptModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant AttemptModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  switch (section) {
-    case When:
-      return QStringLiteral("When");
-    case Source:
-      return QStringLiteral("Source");
-    case Outcome:
-      return QStringLiteral("Outcome");
-    case Agent:
-      return QStringLiteral("Agent");
-    case Trace:
-      return QStringLiteral("Trace");
-    case RequestHash:
-      return QStringLiteral("Request hash");
-    default:
-      return {};
-  }
+  static constexpr auto kTitles =
+      columnTitles("When", "Source", "Outcome", "Agent", "Trace", "Request hash");
+  static_assert(kTitles.size() == ColumnCount);
+  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

@@ -4,6 +4,7 @@
 #include <QFont>
 #include <algorithm>
 
+#include "models/column_titles.hpp"
 #include "models/money_text.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
@@ -135,25 +136,10 @@ QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant FundFlowModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  switch (section) {
-    case When:
-      return QStringLiteral("When");
-    case Kind:
-      return QStringLiteral("Kind");
-    case Amount:
-      return QStringLiteral("Amount");
-    case ExternalRef:
-      return QStringLiteral("Gateway ref");
-    case Key:
-      return QStringLiteral("Idempotency key");
-    case DuplicateOf:
-      return QStringLiteral("Duplicate of");
-    case Id:
-      return QStringLiteral("Flow");
-    default:
-      return {};
-  }
+  static constexpr auto kTitles = columnTitles("When", "Kind", "Amount", "Gateway ref",
+                                               "Idempotency key", "Duplicate of", "Flow");
+  static_assert(kTitles.size() == ColumnCount);
+  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

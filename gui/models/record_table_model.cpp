@@ -4,6 +4,7 @@
 #include <QFont>
 
 #include "models/age_text.hpp"
+#include "models/column_titles.hpp"
 #include "models/database_session.hpp"
 #include "models/database_worker.hpp"
 #include "models/status_palette.hpp"
@@ -142,37 +143,12 @@ QVariant RecordTableModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant RecordTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  static constexpr auto kTitles =
+      columnTitles("Status", "Age", "Idempotency key", "Biz type", "Biz id", "Tool", "Ver.",
+                   "Claims", "Updated", "Created", "Lease expires", "Last error");
+  static_assert(kTitles.size() == ColumnCount);
   if (orientation != Qt::Horizontal) return {};
-  if (role == Qt::DisplayRole) {
-    switch (section) {
-      case Status:
-        return QStringLiteral("Status");
-      case Age:
-        return QStringLiteral("Age");
-      case Key:
-        return QStringLiteral("Idempotency key");
-      case BizType:
-        return QStringLiteral("Biz type");
-      case BizId:
-        return QStringLiteral("Biz id");
-      case Tool:
-        return QStringLiteral("Tool");
-      case Version:
-        return QStringLiteral("Ver.");
-      case Attempts:
-        return QStringLiteral("Claims");
-      case Updated:
-        return QStringLiteral("Updated");
-      case Created:
-        return QStringLiteral("Created");
-      case LeaseExpires:
-        return QStringLiteral("Lease expires");
-      case LastError:
-        return QStringLiteral("Last error");
-      default:
-        return {};
-    }
-  }
+  if (role == Qt::DisplayRole) return columnTitle(kTitles, section, orientation, role);
   if (role == Qt::ToolTipRole) {
     switch (section) {
       case Age:

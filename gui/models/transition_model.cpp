@@ -3,6 +3,7 @@
 #include <QBrush>
 #include <QFont>
 
+#include "models/column_titles.hpp"
 #include "models/json_text.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
@@ -86,27 +87,10 @@ QVariant TransitionModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant TransitionModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  switch (section) {
-    case When:
-      return QStringLiteral("When");
-    case From:
-      return QStringLiteral("From");
-    case To:
-      return QStringLiteral("To");
-    case Version:
-      return QStringLiteral("Ver.");
-    case Actor:
-      return QStringLiteral("Actor");
-    case ActorKind:
-      return QStringLiteral("Kind");
-    case Reason:
-      return QStringLiteral("Reason");
-    case Evidence:
-      return QStringLiteral("Evidence");
-    default:
-      return {};
-  }
+  static constexpr auto kTitles =
+      columnTitles("When", "From", "To", "Ver.", "Actor", "Kind", "Reason", "Evidence");
+  static_assert(kTitles.size() == ColumnCount);
+  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

@@ -433,6 +433,30 @@ class TestAdminUnits : public QObject {
     QVERIFY(fromUtf8({}).isEmpty());
   }
 
+  void headersNameEveryColumnInOrder() {
+    AttemptModel attempts;
+    QCOMPARE(attempts.headerData(AttemptModel::When, Qt::Horizontal).toString(),
+             QStringLiteral("When"));
+    QCOMPARE(attempts.headerData(AttemptModel::RequestHash, Qt::Horizontal).toString(),
+             QStringLiteral("Request hash"));
+    TransitionModel transitions;
+    QCOMPARE(transitions.headerData(TransitionModel::ActorKind, Qt::Horizontal).toString(),
+             QStringLiteral("Kind"));
+    FundFlowModel flows;
+    QCOMPARE(flows.headerData(FundFlowModel::Id, Qt::Horizontal).toString(),
+             QStringLiteral("Flow"));
+    for (QAbstractItemModel* m :
+         std::initializer_list<QAbstractItemModel*>{&attempts, &transitions, &flows}) {
+      for (int c = 0; c < m->columnCount(); ++c) {
+        QVERIFY(!m->headerData(c, Qt::Horizontal).toString().isEmpty());
+        QVERIFY(!m->headerData(c, Qt::Vertical).isValid());
+        QVERIFY(!m->headerData(c, Qt::Horizontal, Qt::ToolTipRole).isValid());
+      }
+      QVERIFY(!m->headerData(m->columnCount(), Qt::Horizontal).isValid());
+      QVERIFY(!m->headerData(-1, Qt::Horizontal).isValid());
+    }
+  }
+
   void tonesThatMeanAStatusWearItsColour() {
     QCOMPARE(toneColor(Tone::Waiting), statusForeground(RecordStatus::Processing));
     QCOMPARE(toneColor(Tone::WaitingBackground), statusBackground(RecordStatus::Processing));
