@@ -14,11 +14,7 @@ int AttemptModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
 }
 
-QVariant AttemptModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-    return {};
-  const Attempt& a = rows_[static_cast<std::size_t>(index.row())];
-  const int column = index.column();
+QVariant AttemptModel::cellData(const Attempt& a, int column, int role) const {
   switch (role) {
     case Qt::DisplayRole:
       switch (column) {
@@ -40,7 +36,7 @@ QVariant AttemptModel::data(const QModelIndex& index, int role) const {
     case ExportRole:
       if (column == When) return isoTime(a.createdAt);
       if (column == RequestHash) return fromUtf8(a.requestHash);
-      return data(index, Qt::DisplayRole);
+      return cellData(a, column, Qt::DisplayRole);
     case Qt::ToolTipRole:
       if (column == When) return isoTime(a.createdAt);
       if (column == RequestHash) return fromUtf8(a.requestHash);

@@ -45,11 +45,7 @@ int FundFlowModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
 }
 
-QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-    return {};
-  const FundFlow& f = rows_[static_cast<std::size_t>(index.row())];
-  const int column = index.column();
+QVariant FundFlowModel::cellData(const FundFlow& f, int column, int role) const {
   switch (role) {
     case Qt::DisplayRole:
       switch (column) {
@@ -82,7 +78,7 @@ QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
         case Id:
           return static_cast<qlonglong>(f.id);
         default:
-          return data(index, Qt::DisplayRole);
+          return cellData(f, column, Qt::DisplayRole);
       }
     case Qt::ToolTipRole:
       if (f.isDuplicate()) {

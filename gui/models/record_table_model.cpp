@@ -89,11 +89,7 @@ QVariant RecordTableModel::exportValue(const Record& r, int column) const {
   }
 }
 
-QVariant RecordTableModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-    return {};
-  const Record& r = rows_[static_cast<std::size_t>(index.row())];
-  const int column = index.column();
+QVariant RecordTableModel::cellData(const Record& r, int column, int role) const {
   switch (role) {
     case Qt::DisplayRole:
       return display(r, column);

@@ -51,7 +51,6 @@ class RecordTableModel : public KeyedRowsModel<Record, std::string> {
   explicit RecordTableModel(DatabaseSession* session, QObject* parent = nullptr);
 
   int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation,
                       int role = Qt::DisplayRole) const override;
   bool canFetchMore(const QModelIndex& parent) const override;
@@ -96,6 +95,7 @@ class RecordTableModel : public KeyedRowsModel<Record, std::string> {
   void fetchFailed(const QString& message);
 
  protected:
+  QVariant cellData(const Record& r, int column, int role) const override;
   std::string keyOf(const Record& r) const override { return r.idempotencyKey; }
   bool sameContent(const Record& a, const Record& b) const override;
 

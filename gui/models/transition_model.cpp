@@ -15,11 +15,7 @@ int TransitionModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
 }
 
-QVariant TransitionModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-    return {};
-  const Transition& t = rows_[static_cast<std::size_t>(index.row())];
-  const int column = index.column();
+QVariant TransitionModel::cellData(const Transition& t, int column, int role) const {
   const bool byOperator = t.actorKind == idem::ActorKind::Operator;
   switch (role) {
     case Qt::DisplayRole:
@@ -46,7 +42,7 @@ QVariant TransitionModel::data(const QModelIndex& index, int role) const {
     case ExportRole:
       if (column == When) return isoTime(t.createdAt);
       if (column == Evidence) return t.evidence ? fromUtf8(*t.evidence) : QString();
-      return data(index, Qt::DisplayRole);
+      return cellData(t, column, Qt::DisplayRole);
     case Qt::ToolTipRole:
       if (column == When) return isoTime(t.createdAt);
       if (column == Evidence) return prettyJson(t.evidence);

@@ -48,15 +48,14 @@ class ItemModel : public KeyedRowsModel<Item, int> {
   int columnCount(const QModelIndex& parent = {}) const override {
     return parent.isValid() ? 0 : 2;
   }
-  QVariant data(const QModelIndex& index, int role) const override {
-    if (!index.isValid() || role != Qt::DisplayRole) return {};
-    const Item& i = rows_[static_cast<std::size_t>(index.row())];
-    return index.column() == 0 ? i.key : i.value;
-  }
   void set(std::vector<Item> items) { replaceRows(std::move(items)); }
   void append(std::vector<Item> items) { appendRows(std::move(items)); }
 
  protected:
+  QVariant cellData(const Item& i, int column, int role) const override {
+    if (role != Qt::DisplayRole) return {};
+    return column == 0 ? i.key : i.value;
+  }
   int keyOf(const Item& i) const override { return i.key; }
   bool sameContent(const Item& a, const Item& b) const override { return a.value == b.value; }
 };
