@@ -512,6 +512,9 @@ class TestAdminWindow : public QObject {
     RecordTableView* view = w->recordsView();
     w->showRecords();
     while (model->rowCount() < 200) {
+      // Laid out first: until the view has placed the rows it got, its scroll range does not
+      // grow, scrolling to the end changes nothing and nothing more is fetched (a spin).
+      QCoreApplication::processEvents();
       view->verticalScrollBar()->setValue(
           view->verticalScrollBar()->maximum());  // the view fetches more
       QVERIFY(test::waitUntil([&] { return !model->isLoading(); }));
