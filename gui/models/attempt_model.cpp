@@ -3,52 +3,43 @@
 #include <QBrush>
 #include <QColor>
 
+#include "models/column_titles.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/utf8_text.hpp"
 
 namespace idem::admin {
-namespace {
-
-QString text(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
-
-}  // namespace
 
 int AttemptModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
 }
 
-QVariant AttemptModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-    return {};
-  const Attempt& a = rows_[static_cast<std::size_t>(index.row())];
-  const int column = index.column();
+QVariant AttemptModel::cellData(const Attempt& a, int column, int role) const {
   switch (role) {
     case Qt::DisplayRole:
       switch (column) {
         case When:
           return displayTime(a.createdAt);
         case Source:
-          return text(format(a.triggerSource));
+          return fromUtf8(format(a.triggerSource));
         case Outcome:
-          return text(format(a.outcome));
+          return fromUtf8(format(a.outcome));
         case Agent:
-          return a.agentId ? text(*a.agentId) : QString();
+          return a.agentId ? fromUtf8(*a.agentId) : QString();
         case Trace:
-          return a.traceId ? text(*a.traceId) : QString();
+          return a.traceId ? fromUtf8(*a.traceId) : QString();
         case RequestHash:
-          return text(a.requestHash).left(12);
+          return fromUtf8(a.requestHash).left(12);
         default:
           return {};
       }
     case ExportRole:
       if (column == When) return isoTime(a.createdAt);
-      if (column == RequestHash) return text(a.requestHash);
-      return data(index, Qt::DisplayRole);
+      if (column == RequestHash) return fromUtf8(a.requestHash);
+      return cellData(a, column, Qt::DisplayRole);
     case Qt::ToolTipRole:
       if (column == When) return isoTime(a.createdAt);
-      if (column == RequestHash) return text(a.requestHash);
+      if (column == RequestHash) return fromUtf8(a.requestHash);
       if (column == Outcome) return outcomeMeaning(a.outcome);
       return {};
     case Qt::ForegroundRole:
@@ -67,23 +58,10 @@ QVariant AttemptModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant AttemptModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  switch (section) {
-    case When:
-      return QStringLiteral("When");
-    case Source:
-      return QStringLiteral("Source");
-    case Outcome:
-      return QStringLiteral("Outcome");
-    case Agent:
-      return QStringLiteral("Agent");
-    case Trace:
-      return QStringLiteral("Trace");
-    case RequestHash:
-      return QStringLiteral("Request hash");
-    default:
-      return {};
-  }
+  static constexpr auto kTitles =
+      columnTitles("When", "Source", "Outcome", "Agent", "Trace", "Request hash");
+  static_assert(kTitles.size() == ColumnCount);
+  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

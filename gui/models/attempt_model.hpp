@@ -22,11 +22,11 @@ class AttemptModel : public KeyedRowsModel<Attempt, std::int64_t> {
   void setAttempts(std::vector<Attempt> attempts) { replaceRows(std::move(attempts)); }
 
   int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation,
                       int role = Qt::DisplayRole) const override;
 
  protected:
+  QVariant cellData(const Attempt& a, int column, int role) const override;
   std::int64_t keyOf(const Attempt& a) const override { return a.id; }
   bool sameContent(const Attempt&, const Attempt&) const override { return true; }  // append-only
 };

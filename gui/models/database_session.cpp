@@ -5,20 +5,17 @@
 namespace idem::admin {
 namespace {
 
-void registerReplyTypes() {
-  qRegisterMetaType<idem::admin::RecordPage>();
-  qRegisterMetaType<idem::admin::RecordEvidence>();
-  qRegisterMetaType<idem::admin::UnsettledCounts>();
+// Connection state crosses from the worker by queued signals; requests and replies travel as
+// functions and need no registration.
+void registerConnectionTypes() {
   qRegisterMetaType<idem::admin::ConnectionInfo>();
   qRegisterMetaType<idem::admin::ConnectionState>();
-  qRegisterMetaType<idem::SettleAssessment>();
-  qRegisterMetaType<idem::SettleOutcome>();
 }
 
 }  // namespace
 
 DatabaseSession::DatabaseSession(QObject* parent) : QObject(parent), worker_(new DatabaseWorker) {
-  registerReplyTypes();
+  registerConnectionTypes();
   thread_.setObjectName(QStringLiteral("idemwatch-db"));
   worker_->moveToThread(&thread_);
   // The worker, and with it the connection, is destroyed on its own thread.
@@ -38,7 +35,7 @@ DatabaseSession::DatabaseSession(QObject* parent) : QObject(parent), worker_(new
       queued);
   connect(
       worker_, &DatabaseWorker::disconnected, this,
-      [this](const QString& message, int retryInMs) {
+      [this](const QString& message, int retryInMs, bool needsPassword) {
         if (!settings_) return;  // closed meanwhile
         lastError_ = message;
         if (retryInMs >= 0) {
@@ -47,17 +44,9 @@ DatabaseSession::DatabaseSession(QObject* parent) : QObject(parent), worker_(new
           nextRetry_.reset();
         }
         setState(ConnectionState::Disconnected);
-        emit disconnected(message, retryInMs);
+        emit disconnected(message, retryInMs, needsPassword);
       },
       queued);
-  connect(worker_, &DatabaseWorker::pageFetched, this, &DatabaseSession::pageFetched, queued);
-  connect(worker_, &DatabaseWorker::evidenceFetched, this, &DatabaseSession::evidenceFetched,
-          queued);
-  connect(worker_, &DatabaseWorker::countsFetched, this, &DatabaseSession::countsFetched, queued);
-  connect(worker_, &DatabaseWorker::assessed, this, &DatabaseSession::assessed, queued);
-  connect(worker_, &DatabaseWorker::settled, this, &DatabaseSession::settled, queued);
-  connect(worker_, &DatabaseWorker::jobFailed, this, &DatabaseSession::jobFailed, queued);
-  connect(worker_, &DatabaseWorker::jobDropped, this, &DatabaseSession::jobDropped, queued);
   thread_.start();
 }
 
@@ -101,55 +90,32 @@ void DatabaseSession::setState(ConnectionState state) {
   emit stateChanged(state);
 }
 
-quint64 DatabaseSession::fetchPage(const JobTicket& ticket, const RecordFilter& filter,
-                                   const std::optional<RecordCursor>& after, int limit) {
+void DatabaseSession::post(const RequestTracker::Request& request, const char* what,
+                           std::function<void(pqxx::connection&)> work, ErrorHandler onError) {
   QMetaObject::invokeMethod(
       worker_,
-      [w = worker_, ticket, filter, after, limit] { w->fetchPage(ticket, filter, after, limit); },
-      Qt::QueuedConnection);
-  return ticket.job;
-}
-
-quint64 DatabaseSession::fetchWindow(const JobTicket& ticket, const RecordFilter& filter,
-                                     const RecordCursor& through, int limit, int firstPageLimit) {
-  QMetaObject::invokeMethod(
-      worker_,
-      [w = worker_, ticket, filter, through, limit, firstPageLimit] {
-        w->fetchWindow(ticket, filter, through, limit, firstPageLimit);
+      [this, w = worker_, request, what, work = std::move(work), onError = std::move(onError)] {
+        const bool ran = w->run(request, what, work, [&](const RequestError& error) {
+          deliver(request, [onError, error] {
+            if (onError) onError(error);
+          });
+        });
+        if (!ran) deliver(request, {});  // skipped as stale: dropped below, and counted
       },
       Qt::QueuedConnection);
-  return ticket.job;
 }
 
-quint64 DatabaseSession::fetchEvidence(const JobTicket& ticket, const std::string& key) {
+void DatabaseSession::deliver(const RequestTracker::Request& request, std::function<void()> reply) {
+  // Queued to this object: the session outlives the worker thread (its destructor waits for it),
+  // and the requester's existence is looked at here, on its own thread.
   QMetaObject::invokeMethod(
-      worker_, [w = worker_, ticket, key] { w->fetchEvidence(ticket, key); }, Qt::QueuedConnection);
-  return ticket.job;
-}
-
-quint64 DatabaseSession::fetchCounts(const JobTicket& ticket) {
-  QMetaObject::invokeMethod(
-      worker_, [w = worker_, ticket] { w->fetchCounts(ticket); }, Qt::QueuedConnection);
-  return ticket.job;
-}
-
-quint64 DatabaseSession::assess(const JobTicket& ticket, const std::string& key, RecordStatus to,
-                                bool overrideMoneyMoved) {
-  QMetaObject::invokeMethod(
-      worker_,
-      [w = worker_, ticket, key, to, overrideMoneyMoved] {
-        w->assess(ticket, key, to, overrideMoneyMoved);
+      this,
+      [this, request, reply = std::move(reply)] {
+        const bool delivered = reply && request.finish();
+        if (delivered) reply();
+        emit requestEnded(delivered);
       },
       Qt::QueuedConnection);
-  return ticket.job;
-}
-
-quint64 DatabaseSession::settle(const idem::SettleRequest& request) {
-  const JobTicket ticket{nextJob(), 0, nullptr};
-  QMetaObject::invokeMethod(
-      worker_, [w = worker_, ticket, request] { w->settle(ticket, request); },
-      Qt::QueuedConnection);
-  return ticket.job;
 }
 
 }  // namespace idem::admin

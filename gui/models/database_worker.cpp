@@ -35,19 +35,6 @@ constexpr const char* kCounts =
     "       (SELECT reltuples::bigint FROM pg_class WHERE oid = 'idem.records'::regclass) "
     "FROM idem.records WHERE status IN ('PROCESSING', 'UNKNOWN')";
 
-// The server said the session is over even if libpq has not noticed yet: admin_shutdown,
-// crash_shutdown, cannot_connect_now, idle_session_timeout.
-bool endsSession(const std::string& sqlstate) {
-  return sqlstate.starts_with("08") || sqlstate == "57P01" || sqlstate == "57P02" ||
-         sqlstate == "57P03" || sqlstate == "57P05";
-}
-
-bool needsPassword(const std::string& message) {
-  return message.find("password") != std::string::npos &&
-         (message.find("no password supplied") != std::string::npos ||
-          message.find("password authentication failed") != std::string::npos);
-}
-
 std::vector<Record> readRecords(pqxx::transaction_base& tx, const BoundQuery& q) {
   std::vector<Record> out;
   const pqxx::result rows = tx.exec_params(q.sql, pqxx::prepare::make_dynamic_params(q.params));
@@ -58,6 +45,18 @@ std::vector<Record> readRecords(pqxx::transaction_base& tx, const BoundQuery& q)
 
 bool exists(pqxx::transaction_base& tx, const BoundQuery& q) {
   return tx.exec_params(q.sql, pqxx::prepare::make_dynamic_params(q.params))[0][0].as<bool>();
+}
+
+// Any exception out of a request as a classified DatabaseError, worded "what: why".
+idem::DatabaseError failureOf(const std::exception_ptr& error, const char* what) {
+  if (auto e = idem::asDatabaseError(error, what)) return *e;
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return idem::DatabaseError("", std::string(what) + ": " + e.what());
+  } catch (...) {
+    return idem::DatabaseError("", std::string(what) + ": unknown error");
+  }
 }
 
 }  // namespace
@@ -82,7 +81,7 @@ void DatabaseWorker::close() {
   settings_.reset();
   retryTimer_->stop();
   connection_.reset();
-  emit disconnected(QStringLiteral("closed"), -1);
+  emit disconnected(QStringLiteral("closed"), -1, false);
 }
 
 void DatabaseWorker::connectNow() {
@@ -92,17 +91,18 @@ void DatabaseWorker::connectNow() {
     const ConnectionInfo info = describeConnection();
     backoff_.reset();
     emit connected(info);
-  } catch (const std::exception& e) {
+  } catch (...) {
     connection_.reset();
-    const std::string message = e.what();
-    if (needsPassword(message)) {
+    const idem::DatabaseError error = failureOf(std::current_exception(), "connect");
+    const QString message = QString::fromStdString(error.what());
+    if (error.kind() == idem::DatabaseErrorKind::NeedsPassword) {
       // Retrying cannot help: a person must type a password or fix ~/.pgpass.
-      emit disconnected(QString::fromStdString(message), -1);
+      emit disconnected(message, -1, true);
       return;
     }
     const int wait = static_cast<int>(backoff_.next().count());
     retryTimer_->start(wait);
-    emit disconnected(QString::fromStdString(message), wait);
+    emit disconnected(message, wait, false);
   }
 }
 
@@ -145,137 +145,109 @@ void DatabaseWorker::loseConnection(const QString& message) {
   if (!settings_) return;
   const int wait = static_cast<int>(backoff_.next().count());
   retryTimer_->start(wait);
-  emit disconnected(message, wait);
+  emit disconnected(message, wait, false);
 }
 
-template <typename Fn>
-void DatabaseWorker::run(const JobTicket& ticket, const char* what, Fn&& fn) {
-  if (ticket.isStale()) {
-    emit jobDropped(ticket.job);
-    return;
-  }
+bool DatabaseWorker::run(const RequestTracker::Request& request, const char* what,
+                         const std::function<void(pqxx::connection&)>& work,
+                         const std::function<void(const idem::DatabaseError&)>& fail) {
+  if (request.isSkippable()) return false;
   if (!connection_) {
-    emit jobFailed(ticket.job, QStringLiteral("not connected to the database"), true);
-    return;
+    fail(idem::DatabaseError("08003", "not connected to the database"));
+    return true;
   }
-  QString message;
-  bool sessionEnded = false;
   try {
-    std::forward<Fn>(fn)(*connection_);
-    return;
-  } catch (const idem::DatabaseError& e) {
-    message = QString::fromStdString(e.what());
-    sessionEnded = endsSession(e.sqlstate());
-  } catch (const pqxx::broken_connection& e) {
-    message = QStringLiteral("%1: lost the database connection (%2)")
-                  .arg(QLatin1String(what), QString::fromStdString(idem::primaryMessage(e.what())));
-    sessionEnded = true;
-  } catch (const pqxx::sql_error& e) {
-    message = QStringLiteral("%1: %2").arg(QLatin1String(what),
-                                           QString::fromStdString(idem::primaryMessage(e.what())));
-    sessionEnded = endsSession(e.sqlstate());
-  } catch (const std::exception& e) {
-    message = QStringLiteral("%1: %2").arg(QLatin1String(what), QString::fromUtf8(e.what()));
+    work(*connection_);
+    return true;
+  } catch (...) {
+    idem::DatabaseError error = failureOf(std::current_exception(), what);
+    if (!error.endsSession() && !connection_->is_open()) {
+      error = idem::DatabaseError("08006", error.what());  // libpq noticed before the server said
+    }
+    fail(error);
+    if (error.endsSession()) loseConnection(QString::fromStdString(error.what()));
+    return true;
   }
-  const bool lost = sessionEnded || !connection_->is_open();
-  emit jobFailed(ticket.job, message, lost);
-  if (lost) loseConnection(message);
 }
 
-void DatabaseWorker::fetchPage(const JobTicket& ticket, const RecordFilter& filter,
-                               const std::optional<RecordCursor>& after, int limit) {
-  run(ticket, "read records", [&](pqxx::connection& c) {
-    const auto start = Clock::now();
-    pqxx::nontransaction tx(c);
-    // One row more than asked tells whether another page follows, without a second query.
-    RecordPage page;
-    page.records = readRecords(tx, pageQuery(filter, after, limit + 1));
-    page.hasMore = static_cast<int>(page.records.size()) > limit;
+RecordPage readPage(pqxx::connection& c, const RecordFilter& filter,
+                    const std::optional<RecordCursor>& after, int limit) {
+  const auto start = Clock::now();
+  pqxx::nontransaction tx(c);
+  // One row more than asked tells whether another page follows, without a second query.
+  RecordPage page;
+  page.records = readRecords(tx, pageQuery(filter, after, limit + 1));
+  page.hasMore = static_cast<int>(page.records.size()) > limit;
+  if (page.hasMore) page.records.pop_back();
+  page.databaseTime = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+  return page;
+}
+
+RecordPage readWindow(pqxx::connection& c, const RecordFilter& filter, const RecordCursor& through,
+                      int limit, int firstPageLimit) {
+  const auto start = Clock::now();
+  // Both statements see one snapshot, so "is there more" matches the window it follows.
+  pqxx::read_transaction tx(c);
+  RecordPage page;
+  page.isWindow = true;
+  page.records = readRecords(tx, windowQuery(filter, through, limit));
+  if (page.records.empty()) {
+    // Everything loaded has gone (purged, or moved out of the filter): start from the top.
+    page.records = readRecords(tx, pageQuery(filter, std::nullopt, firstPageLimit + 1));
+    page.hasMore = static_cast<int>(page.records.size()) > firstPageLimit;
     if (page.hasMore) page.records.pop_back();
-    page.databaseTime = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-    emit pageFetched(ticket.job, page);
-  });
+  } else {
+    page.hasMore = exists(tx, moreAfterQuery(filter, cursorOf(page.records.back(), filter.order)));
+  }
+  tx.commit();
+  page.databaseTime = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+  return page;
 }
 
-void DatabaseWorker::fetchWindow(const JobTicket& ticket, const RecordFilter& filter,
-                                 const RecordCursor& through, int limit, int firstPageLimit) {
-  run(ticket, "refresh records", [&](pqxx::connection& c) {
-    const auto start = Clock::now();
-    // Both statements see one snapshot, so "is there more" matches the window it follows.
-    pqxx::read_transaction tx(c);
-    RecordPage page;
-    page.isWindow = true;
-    page.records = readRecords(tx, windowQuery(filter, through, limit));
-    if (page.records.empty()) {
-      // Everything loaded has gone (purged, or moved out of the filter): start from the top.
-      page.records = readRecords(tx, pageQuery(filter, std::nullopt, firstPageLimit + 1));
-      page.hasMore = static_cast<int>(page.records.size()) > firstPageLimit;
-      if (page.hasMore) page.records.pop_back();
-    } else {
-      page.hasMore =
-          exists(tx, moreAfterQuery(filter, cursorOf(page.records.back(), filter.order)));
-    }
-    tx.commit();
-    page.databaseTime = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
-    emit pageFetched(ticket.job, page);
-  });
+RecordEvidence readEvidence(pqxx::connection& c, const std::string& key) {
+  RecordEvidence evidence;
+  evidence.key = key;
+  pqxx::read_transaction tx(c);
+  evidence.record = idem::findRecord(tx, key);
+  if (evidence.record) {
+    evidence.transitions = idem::transitionsOf(tx, key);
+    evidence.attempts = idem::attemptsOf(tx, key);
+    evidence.fundFlows = idem::fundFlowsOf(tx, evidence.record->bizType, evidence.record->bizId);
+  }
+  tx.commit();
+  return evidence;
 }
 
-void DatabaseWorker::fetchEvidence(const JobTicket& ticket, const std::string& key) {
-  run(ticket, "read the record", [&](pqxx::connection& c) {
-    RecordEvidence evidence;
-    evidence.key = key;
-    pqxx::read_transaction tx(c);
-    evidence.record = idem::findRecord(tx, key);
-    if (evidence.record) {
-      evidence.transitions = idem::transitionsOf(tx, key);
-      evidence.attempts = idem::attemptsOf(tx, key);
-      evidence.fundFlows = idem::fundFlowsOf(tx, evidence.record->bizType, evidence.record->bizId);
-    }
-    tx.commit();
-    emit evidenceFetched(ticket.job, evidence);
-  });
+UnsettledCounts readCounts(pqxx::connection& c) {
+  pqxx::nontransaction tx(c);
+  const pqxx::row r =
+      idem::translatingErrors("count stuck records", [&] { return tx.exec(kCounts)[0]; });
+  UnsettledCounts counts;
+  counts.processing = r[0].as<qint64>();
+  counts.processingPastLease = r[1].as<qint64>();
+  counts.unknown = r[2].as<qint64>();
+  counts.estimatedRecords = r[3].is_null() ? -1 : r[3].as<qint64>();
+  return counts;
 }
 
-void DatabaseWorker::fetchCounts(const JobTicket& ticket) {
-  run(ticket, "count stuck records", [&](pqxx::connection& c) {
-    pqxx::nontransaction tx(c);
-    const pqxx::row r =
-        idem::translatingErrors("count stuck records", [&] { return tx.exec(kCounts)[0]; });
-    UnsettledCounts counts;
-    counts.processing = r[0].as<qint64>();
-    counts.processingPastLease = r[1].as<qint64>();
-    counts.unknown = r[2].as<qint64>();
-    counts.estimatedRecords = r[3].is_null() ? -1 : r[3].as<qint64>();
-    emit countsFetched(ticket.job, counts);
-  });
+idem::SettleAssessment assess(pqxx::connection& c, const std::string& key, RecordStatus to,
+                              bool overrideMoneyMoved) {
+  return idem::translatingErrors(
+      "weigh the evidence", [&] { return idem::assessSettle(c, key, to, overrideMoneyMoved); });
 }
 
-void DatabaseWorker::assess(const JobTicket& ticket, const std::string& key, RecordStatus to,
-                            bool overrideMoneyMoved) {
-  run(ticket, "weigh the evidence", [&](pqxx::connection& c) {
-    const idem::SettleAssessment assessment = idem::translatingErrors(
-        "weigh the evidence", [&] { return idem::assessSettle(c, key, to, overrideMoneyMoved); });
-    emit assessed(ticket.job, assessment);
-  });
-}
-
-void DatabaseWorker::settle(const JobTicket& ticket, const idem::SettleRequest& request) {
-  run(ticket, "settle", [&](pqxx::connection& c) {
-    try {
-      const idem::SettleOutcome outcome =
-          idem::translatingErrors("settle", [&] { return idem::settleRecord(c, request); });
-      emit settled(ticket.job, outcome);
-    } catch (const idem::DatabaseError& e) {
-      if (!e.isConnectionLoss() && c.is_open()) throw;
-      // The call may have reached the server before the connection went: say so plainly.
-      throw idem::DatabaseError(
-          e.sqlstate().empty() ? "08006" : e.sqlstate(),
-          std::string(e.what()) +
-              ". The decision may or may not have been written: check the record's timeline "
-              "once the connection is back before settling again.");
-    }
-  });
+idem::SettleOutcome settle(pqxx::connection& c, const idem::SettleRequest& request) {
+  try {
+    return idem::translatingErrors("settle", [&] { return idem::settleRecord(c, request); });
+  } catch (const idem::DatabaseError& e) {
+    if (!e.isConnectionLoss() && c.is_open()) throw;
+    // The call may have reached the server before the connection went: say so plainly.
+    throw idem::DatabaseError(
+        e.sqlstate().empty() ? "08006" : e.sqlstate(),
+        std::string(e.what()) +
+            ". The decision may or may not have been written: check the record's timeline "
+            "once the connection is back before settling again.");
+  }
 }
 
 }  // namespace idem::admin

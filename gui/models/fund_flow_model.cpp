@@ -4,18 +4,13 @@
 #include <QFont>
 #include <algorithm>
 
+#include "models/column_titles.hpp"
 #include "models/money_text.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/utf8_text.hpp"
 
 namespace idem::admin {
-namespace {
-
-QString text(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
-
-}  // namespace
 
 MoneyMovement moneyMovementOf(FundFlowKind kind) {
   switch (kind) {
@@ -50,24 +45,20 @@ int FundFlowModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
 }
 
-QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-    return {};
-  const FundFlow& f = rows_[static_cast<std::size_t>(index.row())];
-  const int column = index.column();
+QVariant FundFlowModel::cellData(const FundFlow& f, int column, int role) const {
   switch (role) {
     case Qt::DisplayRole:
       switch (column) {
         case When:
           return displayTime(f.createdAt);
         case Kind:
-          return text(format(f.kind));
+          return fromUtf8(format(f.kind));
         case Amount:
           return moneyText(f.amountMinor, f.currency);
         case ExternalRef:
-          return text(f.externalRef);
+          return fromUtf8(f.externalRef);
         case Key:
-          return f.idempotencyKey ? text(*f.idempotencyKey) : QString();
+          return f.idempotencyKey ? fromUtf8(*f.idempotencyKey) : QString();
         case DuplicateOf:
           return f.duplicateOf ? QStringLiteral("#%1").arg(*f.duplicateOf) : QString();
         case Id:
@@ -87,7 +78,7 @@ QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
         case Id:
           return static_cast<qlonglong>(f.id);
         default:
-          return data(index, Qt::DisplayRole);
+          return cellData(f, column, Qt::DisplayRole);
       }
     case Qt::ToolTipRole:
       if (f.isDuplicate()) {
@@ -95,7 +86,7 @@ QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
                    "Duplicate of flow #%1: a second %2 for %3/%4 under another gateway "
                    "reference (a double charge if it is a DEBIT)")
             .arg(*f.duplicateOf)
-            .arg(text(format(f.kind)), text(f.bizType), text(f.bizId));
+            .arg(fromUtf8(format(f.kind)), fromUtf8(f.bizType), fromUtf8(f.bizId));
       }
       if (markingMoneyMovement_ && column == Kind) {
         switch (moneyMovementOf(f.kind)) {
@@ -141,25 +132,10 @@ QVariant FundFlowModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant FundFlowModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  switch (section) {
-    case When:
-      return QStringLiteral("When");
-    case Kind:
-      return QStringLiteral("Kind");
-    case Amount:
-      return QStringLiteral("Amount");
-    case ExternalRef:
-      return QStringLiteral("Gateway ref");
-    case Key:
-      return QStringLiteral("Idempotency key");
-    case DuplicateOf:
-      return QStringLiteral("Duplicate of");
-    case Id:
-      return QStringLiteral("Flow");
-    default:
-      return {};
-  }
+  static constexpr auto kTitles = columnTitles("When", "Kind", "Amount", "Gateway ref",
+                                               "Idempotency key", "Duplicate of", "Flow");
+  static_assert(kTitles.size() == ColumnCount);
+  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

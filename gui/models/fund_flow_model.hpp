@@ -27,11 +27,11 @@ class FundFlowModel : public KeyedRowsModel<FundFlow, std::int64_t> {
   void setMarkingMoneyMovement(bool on);
 
   int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation,
                       int role = Qt::DisplayRole) const override;
 
  protected:
+  QVariant cellData(const FundFlow& f, int column, int role) const override;
   std::int64_t keyOf(const FundFlow& f) const override { return f.id; }
   bool sameContent(const FundFlow&, const FundFlow&) const override { return true; }  // append-only
 

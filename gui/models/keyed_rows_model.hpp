@@ -20,6 +20,15 @@ class KeyedRowsModel : public QAbstractTableModel {
     return parent.isValid() ? 0 : static_cast<int>(rows_.size());
   }
 
+  // The index checks for every model; each answers for one row and column in cellData().
+  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const final {
+    if (!this->checkIndex(index, QAbstractItemModel::CheckIndexOption::IndexIsValid |
+                                     QAbstractItemModel::CheckIndexOption::ParentIsInvalid)) {
+      return {};
+    }
+    return cellData(rows_[static_cast<std::size_t>(index.row())], index.column(), role);
+  }
+
   const Row* rowAt(int row) const {
     return row >= 0 && row < static_cast<int>(rows_.size()) ? &rows_[static_cast<std::size_t>(row)]
                                                             : nullptr;
@@ -27,6 +36,7 @@ class KeyedRowsModel : public QAbstractTableModel {
   const std::vector<Row>& rows() const { return rows_; }
 
  protected:
+  virtual QVariant cellData(const Row& row, int column, int role) const = 0;
   virtual Key keyOf(const Row& row) const = 0;
   virtual bool sameContent(const Row& a, const Row& b) const = 0;
 

@@ -4,30 +4,17 @@
 #include <QFont>
 
 #include "models/age_text.hpp"
+#include "models/column_titles.hpp"
 #include "models/database_session.hpp"
+#include "models/database_worker.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/utf8_text.hpp"
 
 namespace idem::admin {
-namespace {
-
-QString text(const std::string& s) {
-  return QString::fromStdString(s);
-}
-QString text(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
-
-}  // namespace
 
 RecordTableModel::RecordTableModel(DatabaseSession* session, QObject* parent)
-    : KeyedRowsModel(parent), session_(session) {
-  connect(session_, &DatabaseSession::pageFetched, this, &RecordTableModel::onPageFetched);
-  connect(session_, &DatabaseSession::jobFailed, this,
-          [this](quint64 job, const QString& message, bool) { onJobEnded(job, message); });
-  connect(session_, &DatabaseSession::jobDropped, this,
-          [this](quint64 job) { onJobEnded(job, QString()); });
-}
+    : KeyedRowsModel(parent), session_(session), pages_(this) {}
 
 int RecordTableModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
@@ -52,17 +39,17 @@ bool RecordTableModel::isStuck(const Record& r) const {
 QVariant RecordTableModel::display(const Record& r, int column) const {
   switch (column) {
     case Status:
-      return text(format(r.status));
+      return fromUtf8(format(r.status));
     case Age:
       return ageText(serverNow() - r.updatedAt);
     case Key:
-      return text(r.idempotencyKey);
+      return fromUtf8(r.idempotencyKey);
     case BizType:
-      return text(r.bizType);
+      return fromUtf8(r.bizType);
     case BizId:
-      return text(r.bizId);
+      return fromUtf8(r.bizId);
     case Tool:
-      return text(r.tool);
+      return fromUtf8(r.tool);
     case Version:
       return r.version;
     case Attempts:
@@ -75,7 +62,7 @@ QVariant RecordTableModel::display(const Record& r, int column) const {
       return r.leaseExpiresAt ? displayTime(*r.leaseExpiresAt) : QString();
     case LastError: {
       if (!r.lastError) return QString();
-      QString line = text(*r.lastError);
+      QString line = fromUtf8(*r.lastError);
       line.replace(QLatin1Char('\n'), QLatin1Char(' '));
       return line;
     }
@@ -96,24 +83,20 @@ QVariant RecordTableModel::exportValue(const Record& r, int column) const {
     case LeaseExpires:
       return r.leaseExpiresAt ? isoTime(*r.leaseExpiresAt) : QString();
     case LastError:
-      return r.lastError ? text(*r.lastError) : QString();
+      return r.lastError ? fromUtf8(*r.lastError) : QString();
     default:
       return display(r, column);
   }
 }
 
-QVariant RecordTableModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-    return {};
-  const Record& r = rows_[static_cast<std::size_t>(index.row())];
-  const int column = index.column();
+QVariant RecordTableModel::cellData(const Record& r, int column, int role) const {
   switch (role) {
     case Qt::DisplayRole:
       return display(r, column);
     case Qt::ToolTipRole:
       if (column == Age) {
         return QStringLiteral("in %1 since %2 (last change)")
-            .arg(text(format(r.status)), isoTime(r.updatedAt));
+            .arg(fromUtf8(format(r.status)), isoTime(r.updatedAt));
       }
       if (column == Updated || column == Created || column == LeaseExpires) {
         return exportValue(r, column);
@@ -141,7 +124,7 @@ QVariant RecordTableModel::data(const QModelIndex& index, int role) const {
       if (column == Status) return QVariant::fromValue(Qt::AlignCenter);
       return {};
     case KeyRole:
-      return text(r.idempotencyKey);
+      return fromUtf8(r.idempotencyKey);
     case StatusRole:
       return static_cast<int>(r.status);
     case VersionRole:
@@ -156,37 +139,12 @@ QVariant RecordTableModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant RecordTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
+  static constexpr auto kTitles =
+      columnTitles("Status", "Age", "Idempotency key", "Biz type", "Biz id", "Tool", "Ver.",
+                   "Claims", "Updated", "Created", "Lease expires", "Last error");
+  static_assert(kTitles.size() == ColumnCount);
   if (orientation != Qt::Horizontal) return {};
-  if (role == Qt::DisplayRole) {
-    switch (section) {
-      case Status:
-        return QStringLiteral("Status");
-      case Age:
-        return QStringLiteral("Age");
-      case Key:
-        return QStringLiteral("Idempotency key");
-      case BizType:
-        return QStringLiteral("Biz type");
-      case BizId:
-        return QStringLiteral("Biz id");
-      case Tool:
-        return QStringLiteral("Tool");
-      case Version:
-        return QStringLiteral("Ver.");
-      case Attempts:
-        return QStringLiteral("Claims");
-      case Updated:
-        return QStringLiteral("Updated");
-      case Created:
-        return QStringLiteral("Created");
-      case LeaseExpires:
-        return QStringLiteral("Lease expires");
-      case LastError:
-        return QStringLiteral("Last error");
-      default:
-        return {};
-    }
-  }
+  if (role == Qt::DisplayRole) return columnTitle(kTitles, section, orientation, role);
   if (role == Qt::ToolTipRole) {
     switch (section) {
       case Age:
@@ -205,26 +163,27 @@ QVariant RecordTableModel::headerData(int section, Qt::Orientation orientation, 
 
 bool RecordTableModel::canFetchMore(const QModelIndex& parent) const {
   // Not while an answer is going in: the cursor is the last row only once it is all in.
-  return !parent.isValid() && hasMore_ && pendingJob_ == 0 && !applying_;
+  return !parent.isValid() && hasMore_ && !loading_ && !applying_;
 }
 
 void RecordTableModel::fetchMore(const QModelIndex& parent) {
   if (!canFetchMore(parent) || rows_.empty()) return;
-  setPending(session_->fetchPage(generation_.ticket(session_->nextJob()), filter_,
-                                 cursorOf(rows_.back(), filter_.order), pageSize_));
+  request("read records",
+          [filter = filter_, after = cursorOf(rows_.back(), filter_.order),
+           limit = pageSize_](pqxx::connection& c) { return readPage(c, filter, after, limit); });
 }
 
 void RecordTableModel::setFilter(const RecordFilter& filter) {
-  generation_.advance();  // answers to the old filter are now stale, queued requests skipped
+  pages_.cancel();  // answers to the old filter are now stale, queued requests skipped
+  loading_ = false;
   hasMore_ = false;
   resetRows();
   filter_ = filter;
-  pendingJob_ = 0;
   requestFirstPage();
 }
 
 void RecordTableModel::refresh() {
-  if (pendingJob_ != 0) return;
+  if (loading_) return;
   if (rows_.empty()) {
     requestFirstPage();
     return;
@@ -235,8 +194,10 @@ void RecordTableModel::refresh() {
   }
   // The loaded span, plus room for the rows that arrived above it since.
   const int limit = static_cast<int>(rows_.size()) + std::max(pageSize_, 1000);
-  setPending(session_->fetchWindow(generation_.ticket(session_->nextJob()), filter_,
-                                   cursorOf(rows_.back(), filter_.order), limit, pageSize_));
+  request("refresh records", [filter = filter_, through = cursorOf(rows_.back(), filter_.order),
+                              limit, firstPageLimit = pageSize_](pqxx::connection& c) {
+    return readWindow(c, filter, through, limit, firstPageLimit);
+  });
 }
 
 void RecordTableModel::touchAges() {
@@ -256,19 +217,27 @@ int RecordTableModel::rowOfKey(const std::string& key) const {
 void RecordTableModel::requestFirstPage() {
   // Before the first open there is nobody to ask; the first connection refreshes every table.
   if (session_->state() == ConnectionState::Closed) return;
-  setPending(session_->fetchPage(generation_.ticket(session_->nextJob()), filter_, std::nullopt,
-                                 pageSize_));
+  request("read records", [filter = filter_, limit = pageSize_](pqxx::connection& c) {
+    return readPage(c, filter, std::nullopt, limit);
+  });
 }
 
-void RecordTableModel::setPending(quint64 job) {
-  const bool wasLoading = pendingJob_ != 0;
-  pendingJob_ = job;
-  if (wasLoading != (job != 0)) emit loadingChanged(job != 0);
+template <typename Fetch>
+void RecordTableModel::request(const char* what, Fetch fetch) {
+  session_->submit(
+      pages_, what, std::move(fetch), [this](const RecordPage& page) { onPageFetched(page); },
+      [this](const RequestError& error) { onFetchFailed(QString::fromStdString(error.what())); });
+  setLoading(true);
 }
 
-void RecordTableModel::onPageFetched(quint64 job, const RecordPage& page) {
-  if (job != pendingJob_ || job == 0) return;  // another model's, or stale: dropped
-  setPending(0);
+void RecordTableModel::setLoading(bool loading) {
+  if (loading_ == loading) return;
+  loading_ = loading;
+  emit loadingChanged(loading);
+}
+
+void RecordTableModel::onPageFetched(const RecordPage& page) {
+  setLoading(false);
   lastError_.clear();
   lastDatabaseTime_ = page.databaseTime;
   // hasMore first: views and testers ask canFetchMore while the rows go in.
@@ -286,10 +255,8 @@ void RecordTableModel::onPageFetched(quint64 job, const RecordPage& page) {
   emit fetched(page);
 }
 
-void RecordTableModel::onJobEnded(quint64 job, const QString& message) {
-  if (job != pendingJob_ || job == 0) return;
-  setPending(0);
-  if (message.isEmpty()) return;  // skipped as stale
+void RecordTableModel::onFetchFailed(const QString& message) {
+  setLoading(false);
   lastError_ = message;
   emit fetchFailed(message);
 }

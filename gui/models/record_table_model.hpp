@@ -9,9 +9,9 @@
 #include <string>
 
 #include "idem/domain.hpp"
-#include "models/job_ticket.hpp"
 #include "models/keyed_rows_model.hpp"
 #include "models/record_filter.hpp"
+#include "models/request_tracker.hpp"
 #include "models/worker_replies.hpp"
 
 namespace idem::admin {
@@ -51,7 +51,6 @@ class RecordTableModel : public KeyedRowsModel<Record, std::string> {
   explicit RecordTableModel(DatabaseSession* session, QObject* parent = nullptr);
 
   int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation,
                       int role = Qt::DisplayRole) const override;
   bool canFetchMore(const QModelIndex& parent) const override;
@@ -69,7 +68,7 @@ class RecordTableModel : public KeyedRowsModel<Record, std::string> {
   // Repaints the age column: ages move with the clock between refreshes.
   void touchAges();
 
-  bool isLoading() const { return pendingJob_ != 0; }
+  bool isLoading() const { return loading_; }
   // True while an answer is being applied: selection changes seen meanwhile come from rows
   // moving or leaving, not from the operator.
   bool isApplying() const { return applying_; }
@@ -96,14 +95,18 @@ class RecordTableModel : public KeyedRowsModel<Record, std::string> {
   void fetchFailed(const QString& message);
 
  protected:
+  QVariant cellData(const Record& r, int column, int role) const override;
   std::string keyOf(const Record& r) const override { return r.idempotencyKey; }
   bool sameContent(const Record& a, const Record& b) const override;
 
  private:
   void requestFirstPage();
-  void setPending(quint64 job);
-  void onPageFetched(quint64 job, const RecordPage& page);
-  void onJobEnded(quint64 job, const QString& message);
+  // Asks for `fetch` (a page or a window), superseding whatever was asked before.
+  template <typename Fetch>
+  void request(const char* what, Fetch fetch);
+  void setLoading(bool loading);
+  void onPageFetched(const RecordPage& page);
+  void onFetchFailed(const QString& message);
   QVariant display(const Record& r, int column) const;
   QVariant exportValue(const Record& r, int column) const;
   bool isStuck(const Record& r) const;
@@ -111,8 +114,8 @@ class RecordTableModel : public KeyedRowsModel<Record, std::string> {
 
   DatabaseSession* session_;
   RecordFilter filter_;
-  Generation generation_;
-  quint64 pendingJob_ = 0;
+  RequestTracker pages_;
+  bool loading_ = false;
   bool hasMore_ = false;
   bool applying_ = false;
   int pageSize_ = 200;

@@ -1,28 +1,16 @@
 #include "models/selected_record.hpp"
 
 #include "models/database_session.hpp"
+#include "models/database_worker.hpp"
 
 namespace idem::admin {
 
 SelectedRecord::SelectedRecord(DatabaseSession* session, QObject* parent)
-    : QObject(parent), session_(session) {
-  connect(session_, &DatabaseSession::evidenceFetched, this, &SelectedRecord::onEvidence);
-  connect(session_, &DatabaseSession::jobFailed, this,
-          [this](quint64 job, const QString& message, bool) {
-            if (job != pendingJob_ || job == 0) return;
-            pendingJob_ = 0;
-            lastError_ = message;
-            emit failed(message);
-          });
-  connect(session_, &DatabaseSession::jobDropped, this, [this](quint64 job) {
-    if (job == pendingJob_) pendingJob_ = 0;
-  });
-}
+    : QObject(parent), session_(session), evidence_(this) {}
 
 void SelectedRecord::select(const std::string& key) {
   if (key == key_) return;
-  generation_.advance();
-  pendingJob_ = 0;
+  evidence_.cancel();
   key_ = key;
   record_.reset();
   missing_ = false;
@@ -35,17 +23,22 @@ void SelectedRecord::select(const std::string& key) {
 }
 
 void SelectedRecord::refresh() {
-  if (key_.empty() || pendingJob_ != 0) return;
+  if (key_.empty() || evidence_.isRunning()) return;
   request();
 }
 
 void SelectedRecord::request() {
-  pendingJob_ = session_->fetchEvidence(generation_.ticket(session_->nextJob()), key_);
+  session_->submit(
+      evidence_, "read the record",
+      [key = key_](pqxx::connection& c) { return readEvidence(c, key); },
+      [this](const RecordEvidence& evidence) { onEvidence(evidence); },
+      [this](const RequestError& error) {
+        lastError_ = QString::fromStdString(error.what());
+        emit failed(lastError_);
+      });
 }
 
-void SelectedRecord::onEvidence(quint64 job, const RecordEvidence& evidence) {
-  if (job != pendingJob_ || job == 0 || evidence.key != key_) return;
-  pendingJob_ = 0;
+void SelectedRecord::onEvidence(const RecordEvidence& evidence) {
   lastError_.clear();
   record_ = evidence.record;
   missing_ = !evidence.record.has_value();

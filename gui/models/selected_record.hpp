@@ -12,7 +12,7 @@
 #include "idem/domain.hpp"
 #include "models/attempt_model.hpp"
 #include "models/fund_flow_model.hpp"
-#include "models/job_ticket.hpp"
+#include "models/request_tracker.hpp"
 #include "models/transition_model.hpp"
 #include "models/worker_replies.hpp"
 
@@ -34,7 +34,7 @@ class SelectedRecord : public QObject {
   const std::string& key() const { return key_; }
   // The record as last read; empty while loading, when nothing is selected or the key is gone.
   const std::optional<Record>& record() const { return record_; }
-  bool isLoading() const { return pendingJob_ != 0; }
+  bool isLoading() const { return evidence_.isRunning(); }
   bool isMissing() const { return missing_; }  // read, and there is no such record
   const QString& lastError() const { return lastError_; }
 
@@ -49,14 +49,13 @@ class SelectedRecord : public QObject {
 
  private:
   void request();
-  void onEvidence(quint64 job, const RecordEvidence& evidence);
+  void onEvidence(const RecordEvidence& evidence);
 
   DatabaseSession* session_;
-  Generation generation_;
+  RequestTracker evidence_;
   std::string key_;
   std::optional<Record> record_;
   bool missing_ = false;
-  quint64 pendingJob_ = 0;
   QString lastError_;
   TransitionModel transitions_;
   AttemptModel attempts_;

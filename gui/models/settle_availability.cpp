@@ -2,13 +2,10 @@
 
 #include "models/age_text.hpp"
 #include "models/timestamps.hpp"
+#include "models/utf8_text.hpp"
 
 namespace idem::admin {
 namespace {
-
-QString text(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
 
 // Rounded up, so "in 0 s" is never shown while the lease still runs.
 QString remaining(std::chrono::microseconds left) {
@@ -19,7 +16,7 @@ QString remaining(std::chrono::microseconds left) {
 
 SettleAvailability settleAvailability(const Record& record, Timestamp serverNow) {
   SettleAvailability out;
-  const QString key = text(record.idempotencyKey);
+  const QString key = fromUtf8(record.idempotencyKey);
   switch (record.status) {
     case RecordStatus::Processing:
       if (record.leaseExpiresAt && *record.leaseExpiresAt > serverNow) {
@@ -50,7 +47,7 @@ SettleAvailability settleAvailability(const Record& record, Timestamp serverNow)
           QStringLiteral("%1 is SUCCESS, which is final: there is nothing to settle").arg(key);
       return out;
   }
-  out.explanation = QStringLiteral("%1 is %2").arg(key, text(format(record.status)));
+  out.explanation = QStringLiteral("%1 is %2").arg(key, fromUtf8(format(record.status)));
   return out;
 }
 

@@ -2,6 +2,8 @@
 
 #include <QString>
 
+#include "models/utf8_text.hpp"
+
 namespace idem::admin {
 
 QColor statusBackground(RecordStatus status) {
@@ -37,7 +39,7 @@ QString statusBadgeHtml(RecordStatus status) {
              "<span style=\"background-color:%1; color:%2; "
              "font-weight:600;\">&nbsp;%3&nbsp;</span>")
       .arg(statusBackground(status).name(), statusForeground(status).name(),
-           QString::fromUtf8(format(status).data(), static_cast<qsizetype>(format(status).size())));
+           fromUtf8(format(status)));
 }
 
 QColor actorKindForeground(ActorKind kind) {
@@ -107,6 +109,39 @@ QString outcomeMeaning(Outcome outcome) {
 
 QColor duplicateFlowBackground() {
   return QColor(0xFF, 0xC9, 0xC9);
+}
+
+QColor toneColor(Tone tone) {
+  switch (tone) {
+    case Tone::MutedText:
+      return QColor(0x88, 0x88, 0x88);
+    case Tone::Healthy:
+      return QColor(0x2E, 0x7D, 0x32);
+    case Tone::Warning:
+      return QColor(0xC9, 0x8A, 0x00);
+    case Tone::WarningBackground:
+      return QColor(0xFF, 0xF0, 0xC2);
+    case Tone::Alarm:
+      return QColor(0xC6, 0x28, 0x28);
+    case Tone::AlarmBackground:
+      return QColor(0xFF, 0xD6, 0xCC);
+    case Tone::ErrorText:
+      return QColor(0xB7, 0x1C, 0x1C);
+    case Tone::Waiting:
+      return statusForeground(RecordStatus::Processing);
+    case Tone::WaitingBackground:
+      return statusBackground(RecordStatus::Processing);
+    case Tone::NeedsPerson:
+    case Tone::MoneyMoved:
+      return statusForeground(RecordStatus::Unknown);
+    case Tone::Settleable:
+      return statusForeground(RecordStatus::Success);
+  }
+  return {};
+}
+
+QString toneCss(Tone tone) {
+  return toneColor(tone).name();
 }
 
 }  // namespace idem::admin

@@ -3,28 +3,19 @@
 #include <QBrush>
 #include <QFont>
 
+#include "models/column_titles.hpp"
 #include "models/json_text.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/utf8_text.hpp"
 
 namespace idem::admin {
-namespace {
-
-QString text(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
-
-}  // namespace
 
 int TransitionModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
 }
 
-QVariant TransitionModel::data(const QModelIndex& index, int role) const {
-  if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
-    return {};
-  const Transition& t = rows_[static_cast<std::size_t>(index.row())];
-  const int column = index.column();
+QVariant TransitionModel::cellData(const Transition& t, int column, int role) const {
   const bool byOperator = t.actorKind == idem::ActorKind::Operator;
   switch (role) {
     case Qt::DisplayRole:
@@ -32,17 +23,17 @@ QVariant TransitionModel::data(const QModelIndex& index, int role) const {
         case When:
           return displayTime(t.createdAt);
         case From:
-          return t.fromStatus ? text(format(*t.fromStatus)) : QStringLiteral("(created)");
+          return t.fromStatus ? fromUtf8(format(*t.fromStatus)) : QStringLiteral("(created)");
         case To:
-          return text(format(t.toStatus));
+          return fromUtf8(format(t.toStatus));
         case Version:
           return t.version;
         case Actor:
-          return text(t.actor);
+          return fromUtf8(t.actor);
         case ActorKind:
-          return text(format(t.actorKind));
+          return fromUtf8(format(t.actorKind));
         case Reason:
-          return t.reason ? text(*t.reason) : QString();
+          return t.reason ? fromUtf8(*t.reason) : QString();
         case Evidence:
           return compactJson(t.evidence);
         default:
@@ -50,12 +41,12 @@ QVariant TransitionModel::data(const QModelIndex& index, int role) const {
       }
     case ExportRole:
       if (column == When) return isoTime(t.createdAt);
-      if (column == Evidence) return t.evidence ? text(*t.evidence) : QString();
-      return data(index, Qt::DisplayRole);
+      if (column == Evidence) return t.evidence ? fromUtf8(*t.evidence) : QString();
+      return cellData(t, column, Qt::DisplayRole);
     case Qt::ToolTipRole:
       if (column == When) return isoTime(t.createdAt);
       if (column == Evidence) return prettyJson(t.evidence);
-      if (column == Reason && t.reason) return text(*t.reason);
+      if (column == Reason && t.reason) return fromUtf8(*t.reason);
       if (column == ActorKind || column == Actor) return actorKindMeaning(t.actorKind);
       return {};
     case Qt::BackgroundRole:
@@ -92,27 +83,10 @@ QVariant TransitionModel::data(const QModelIndex& index, int role) const {
 }
 
 QVariant TransitionModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  switch (section) {
-    case When:
-      return QStringLiteral("When");
-    case From:
-      return QStringLiteral("From");
-    case To:
-      return QStringLiteral("To");
-    case Version:
-      return QStringLiteral("Ver.");
-    case Actor:
-      return QStringLiteral("Actor");
-    case ActorKind:
-      return QStringLiteral("Kind");
-    case Reason:
-      return QStringLiteral("Reason");
-    case Evidence:
-      return QStringLiteral("Evidence");
-    default:
-      return {};
-  }
+  static constexpr auto kTitles =
+      columnTitles("When", "From", "To", "Ver.", "Actor", "Kind", "Reason", "Evidence");
+  static_assert(kTitles.size() == ColumnCount);
+  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

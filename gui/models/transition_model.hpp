@@ -27,11 +27,11 @@ class TransitionModel : public KeyedRowsModel<Transition, std::int64_t> {
   void setTransitions(std::vector<Transition> transitions) { replaceRows(std::move(transitions)); }
 
   int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override;
   QVariant headerData(int section, Qt::Orientation orientation,
                       int role = Qt::DisplayRole) const override;
 
  protected:
+  QVariant cellData(const Transition& t, int column, int role) const override;
   std::int64_t keyOf(const Transition& t) const override { return t.id; }
   bool sameContent(const Transition& a, const Transition& b) const override {
     return a.version == b.version && a.toStatus == b.toStatus;  // append-only: never edited

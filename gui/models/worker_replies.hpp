@@ -1,5 +1,5 @@
-// What the database worker sends back to the GUI thread: plain values, copied across the thread
-// boundary by queued signals. Nothing here refers to the connection.
+// What the database worker sends back to the GUI thread: plain values, handed across the thread
+// boundary by DatabaseSession::submit. Nothing here refers to the connection.
 #pragma once
 
 #include <QMetaType>
@@ -50,9 +50,5 @@ struct ConnectionInfo {
 
 }  // namespace idem::admin
 
-Q_DECLARE_METATYPE(idem::admin::RecordPage)
-Q_DECLARE_METATYPE(idem::admin::RecordEvidence)
-Q_DECLARE_METATYPE(idem::admin::UnsettledCounts)
+// The worker's `connected` signal carries it to the session's thread.
 Q_DECLARE_METATYPE(idem::admin::ConnectionInfo)
-Q_DECLARE_METATYPE(idem::SettleAssessment)
-Q_DECLARE_METATYPE(idem::SettleOutcome)

@@ -10,6 +10,8 @@
 #include <QStackedWidget>
 #include <QVBoxLayout>
 
+#include "models/status_palette.hpp"
+
 namespace idem::admin {
 
 ConnectionDialog::ConnectionDialog(const ConnectionProfile& profile, QWidget* parent)
@@ -37,7 +39,7 @@ ConnectionDialog::ConnectionDialog(const ConnectionProfile& profile, QWidget* pa
   user_->setObjectName(QStringLiteral("connectionUser"));
   problem_->setObjectName(QStringLiteral("connectionProblem"));
   problem_->setWordWrap(true);
-  problem_->setStyleSheet(QStringLiteral("color: #B71C1C;"));
+  problem_->setStyleSheet(QStringLiteral("color: %1;").arg(toneCss(Tone::ErrorText)));
   problem_->setVisible(false);
 
   auto* choice = new QHBoxLayout;

@@ -1,13 +1,13 @@
 #include "widgets/connection_status_label.hpp"
 
 #include "models/database_session.hpp"
+#include "models/status_palette.hpp"
 
 namespace idem::admin {
 namespace {
 
-QString dot(const char* colour) {
-  return QStringLiteral("<span style=\"color:%1;\">&#9679;</span>&nbsp;")
-      .arg(QLatin1String(colour));
+QString dot(Tone tone) {
+  return QStringLiteral("<span style=\"color:%1;\">&#9679;</span>&nbsp;").arg(toneCss(tone));
 }
 
 QString firstLine(const QString& text) {
@@ -33,19 +33,19 @@ void ConnectionStatusLabel::update() {
   switch (session_->state()) {
     case ConnectionState::Closed:
       countdown_.stop();
-      setText(dot("#888888") + QStringLiteral("not connected"));
+      setText(dot(Tone::MutedText) + QStringLiteral("not connected"));
       setToolTip(QStringLiteral("File \u25B8 Connect\u2026 (Ctrl+K)"));
       return;
     case ConnectionState::Connecting:
       countdown_.stop();
       setText(
-          dot("#C98A00") +
+          dot(Tone::Warning) +
           QStringLiteral("connecting to %1\u2026").arg(session_->describeTarget().toHtmlEscaped()));
       setToolTip({});
       return;
     case ConnectionState::Connected:
       countdown_.stop();
-      setText(dot("#2E7D32") +
+      setText(dot(Tone::Healthy) +
               QStringLiteral("connected as <b>%1</b> (%2) to %3 on %4 \u00B7 PostgreSQL %5")
                   .arg(info.role.toHtmlEscaped(),
                        info.isOperator ? QStringLiteral("operator") : QStringLiteral("read-only"),
@@ -58,13 +58,13 @@ void ConnectionStatusLabel::update() {
       if (const auto retry = session_->nextRetry()) {
         if (!countdown_.isActive()) countdown_.start();
         const qint64 seconds = (retry->remainingTime() + 999) / 1000;
-        setText(dot("#C62828") + QStringLiteral("<b>disconnected, retrying in %1 s</b>: %2")
-                                     .arg(seconds)
-                                     .arg(error.left(140).toHtmlEscaped()));
+        setText(dot(Tone::Alarm) + QStringLiteral("<b>disconnected, retrying in %1 s</b>: %2")
+                                       .arg(seconds)
+                                       .arg(error.left(140).toHtmlEscaped()));
       } else {
         countdown_.stop();
         setText(
-            dot("#C62828") +
+            dot(Tone::Alarm) +
             QStringLiteral(
                 "<b>disconnected</b>: %1 \u2014 File \u25B8 Connect\u2026 to change the connection")
                 .arg(error.left(140).toHtmlEscaped()));

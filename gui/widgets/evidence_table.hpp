@@ -3,7 +3,6 @@
 #pragma once
 
 #include <QString>
-#include <string_view>
 
 class QAbstractItemModel;
 class QTreeView;
@@ -15,10 +14,5 @@ enum class RowSelection { Rows, None };
 
 QTreeView* makeEvidenceTable(QAbstractItemModel* model, QWidget* parent, const QString& name,
                              RowSelection selection);
-
-// UTF-8 from the database or the domain types, as a QString.
-inline QString fromUtf8(std::string_view s) {
-  return QString::fromUtf8(s.data(), static_cast<qsizetype>(s.size()));
-}
 
 }  // namespace idem::admin

@@ -20,9 +20,11 @@
 
 #include "models/csv_writer.hpp"
 #include "models/database_session.hpp"
+#include "models/database_worker.hpp"
 #include "models/record_table_model.hpp"
 #include "models/selected_record.hpp"
 #include "models/settle_availability.hpp"
+#include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
 #include "widgets/connection_dialog.hpp"
 #include "widgets/connection_status_label.hpp"
@@ -72,13 +74,6 @@ MainWindow::MainWindow(const Options& options, QWidget* parent)
   connect(session_, &DatabaseSession::connected, this, &MainWindow::onConnected);
   connect(session_, &DatabaseSession::disconnected, this, &MainWindow::onDisconnected);
   connect(session_, &DatabaseSession::stateChanged, this, &MainWindow::updateSettleAction);
-  connect(session_, &DatabaseSession::countsFetched, this, &MainWindow::onCountsFetched);
-  connect(session_, &DatabaseSession::jobFailed, this, [this](quint64 job, const QString&, bool) {
-    if (job == countsJob_) countsJob_ = 0;
-  });
-  connect(session_, &DatabaseSession::jobDropped, this, [this](quint64 job) {
-    if (job == countsJob_) countsJob_ = 0;
-  });
 
   for (RecordTableModel* model : {records_, attention_}) {
     connect(model, &RecordTableModel::fetched, this, [this, model](const RecordPage& page) {
@@ -92,7 +87,7 @@ MainWindow::MainWindow(const Options& options, QWidget* parent)
         }
       }
       filterBar_->addKnownBizTypes(bizTypes);
-      if (model == attention_ && haveCounts_) onCountsFetched(0, counts_);
+      if (model == attention_ && haveCounts_) showCounts(counts_);
       updateLoadedText();
     });
     connect(model, &RecordTableModel::fetchFailed, this, [this](const QString& message) {
@@ -280,8 +275,9 @@ void MainWindow::buildLayout() {
 
   connectionLabel_ = new ConnectionStatusLabel(session_, this);
   readOnlyLabel_ = statusField(this, QStringLiteral("readOnlyStatus"));
-  readOnlyLabel_->setStyleSheet(QStringLiteral(
-      "QLabel { background: #FFE3A3; color: #7A4E00; font-weight: 600; border-radius: 3px; }"));
+  readOnlyLabel_->setStyleSheet(
+      QStringLiteral("QLabel { background: %1; color: %2; font-weight: 600; border-radius: 3px; }")
+          .arg(toneCss(Tone::WaitingBackground), toneCss(Tone::Waiting)));
   readOnlyLabel_->setVisible(false);
   countsLabel_ = statusField(this, QStringLiteral("countsStatus"));
   loadedLabel_ = statusField(this, QStringLiteral("loadedStatus"));
@@ -370,8 +366,13 @@ void MainWindow::refreshAll(bool automatic) {
 }
 
 void MainWindow::requestCounts() {
-  if (countsJob_ != 0) return;
-  countsJob_ = session_->fetchCounts(countsGeneration_.ticket(session_->nextJob()));
+  if (countsRequests_.isRunning()) return;
+  session_->submit(countsRequests_, "count stuck records", readCounts,
+                   [this](const UnsettledCounts& counts) {
+                     counts_ = counts;
+                     haveCounts_ = true;
+                     showCounts(counts);
+                   });
 }
 
 void MainWindow::onConnected(const ConnectionInfo& info) {
@@ -390,27 +391,22 @@ void MainWindow::onConnected(const ConnectionInfo& info) {
   updateSettleAction();
 }
 
-void MainWindow::onDisconnected(const QString& message, int retryInMs) {
+void MainWindow::onDisconnected(const QString& message, int, bool needsPassword) {
   updateSettleAction();
-  if (retryInMs < 0 && message.contains(QStringLiteral("password"))) emit passwordNeeded(message);
+  if (needsPassword) emit passwordNeeded(message);
 }
 
-void MainWindow::onCountsFetched(quint64 job, const UnsettledCounts& counts) {
-  if (job != 0) {
-    if (job != countsJob_) return;
-    countsJob_ = 0;
-    counts_ = counts;
-    haveCounts_ = true;
-  }
+void MainWindow::showCounts(const UnsettledCounts& counts) {
   const qint64 stuck = counts.processingPastLease + counts.unknown;
   tabs_->setTabText(kAttentionTab, stuck > 0
                                        ? QStringLiteral("Needs attention (%1)").arg(number(stuck))
                                        : QStringLiteral("Needs attention"));
   countsLabel_->setText(
       stuck > 0
-          ? QStringLiteral("stuck: <b style=\"color:#7A4E00;\">%1</b> processing past lease \u00B7 "
-                           "<b style=\"color:#A32500;\">%2</b> unknown")
-                .arg(number(counts.processingPastLease), number(counts.unknown))
+          ? QStringLiteral("stuck: <b style=\"color:%1;\">%2</b> processing past lease \u00B7 "
+                           "<b style=\"color:%3;\">%4</b> unknown")
+                .arg(toneCss(Tone::Waiting), number(counts.processingPastLease),
+                     toneCss(Tone::NeedsPerson), number(counts.unknown))
           : QStringLiteral("nothing stuck"));
   countsLabel_->setToolTip(
       QStringLiteral("%1 PROCESSING (%2 past their lease), %3 UNKNOWN; about %4 records in all")
@@ -494,7 +490,8 @@ void MainWindow::updateLoadedText() {
   if (model->hasMore()) text += QStringLiteral(", more below");
   if (model->isLoading()) text += QStringLiteral(" \u00B7 loading\u2026");
   if (!model->lastError().isEmpty()) {
-    text += QStringLiteral(" \u00B7 <span style=\"color:#C62828;\">last read failed</span>");
+    text += QStringLiteral(" \u00B7 <span style=\"color:%1;\">last read failed</span>")
+                .arg(toneCss(Tone::Alarm));
   }
   loadedLabel_->setText(text);
   loadedLabel_->setToolTip(

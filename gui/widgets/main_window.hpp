@@ -9,9 +9,9 @@
 #include <chrono>
 
 #include "idem/connection_settings.hpp"
-#include "models/job_ticket.hpp"
 #include "models/reconnect_backoff.hpp"
 #include "models/record_filter.hpp"
+#include "models/request_tracker.hpp"
 #include "models/worker_replies.hpp"
 
 class QAction;
@@ -90,8 +90,8 @@ class MainWindow : public QMainWindow {
   void refreshAll(bool automatic);
   void requestCounts();
   void onConnected(const ConnectionInfo& info);
-  void onDisconnected(const QString& message, int retryInMs);
-  void onCountsFetched(quint64 job, const UnsettledCounts& counts);
+  void onDisconnected(const QString& message, int retryInMs, bool needsPassword);
+  void showCounts(const UnsettledCounts& counts);
   void onCurrentRowChanged(RecordTableView* view, const QModelIndex& current);
   void onTabChanged();
   void onRecordSettled(const QString& key, const QString& message);
@@ -132,8 +132,7 @@ class MainWindow : public QMainWindow {
 
   QTimer refreshTimer_;
   QTimer leaseTimer_;  // runs while the selected record's lease is live
-  Generation countsGeneration_;
-  quint64 countsJob_ = 0;
+  RequestTracker countsRequests_{this};
   UnsettledCounts counts_;
   bool haveCounts_ = false;
   QPointer<SettleDialog> settleDialog_;

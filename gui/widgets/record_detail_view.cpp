@@ -19,6 +19,7 @@
 #include "models/selected_record.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/utf8_text.hpp"
 #include "widgets/column_widths.hpp"
 #include "widgets/evidence_table.hpp"
 
@@ -159,8 +160,8 @@ QString RecordDetailView::fieldText(const QString& field) const {
 
 void RecordDetailView::setSettleHint(const QString& text, bool blocked) {
   settleHint_->setText(text);
-  settleHint_->setStyleSheet(blocked ? QStringLiteral("color: #7A4E00;")
-                                     : QStringLiteral("color: #1B5E20;"));
+  settleHint_->setStyleSheet(
+      QStringLiteral("color: %1;").arg(toneCss(blocked ? Tone::Waiting : Tone::Settleable)));
   settleHint_->setVisible(!text.isEmpty());
 }
 
@@ -184,8 +185,8 @@ void RecordDetailView::updateFromRecord() {
     request_->clear();
     response_->clear();
     if (!selected_->lastError().isEmpty()) {
-      status_->setText(QStringLiteral("<span style=\"color:#C62828;\">%1</span>")
-                           .arg(selected_->lastError().toHtmlEscaped()));
+      status_->setText(QStringLiteral("<span style=\"color:%1;\">%2</span>")
+                           .arg(toneCss(Tone::Alarm), selected_->lastError().toHtmlEscaped()));
     } else {
       status_->setText(selected_->isMissing() ? QStringLiteral("<i>no such record (purged?)</i>")
                                               : QStringLiteral("<i>loading\u2026</i>"));
@@ -213,8 +214,8 @@ void RecordDetailView::updateFromRecord() {
     field(QStringLiteral("lease_expires_at"))
         ->setText(
             expired && isUnsettled(r->status)
-                ? QStringLiteral("%1 <span style=\"color:#A32500;\"><b>(expired %2 ago)</b></span>")
-                      .arg(when, ageText(now - *r->leaseExpiresAt))
+                ? QStringLiteral("%1 <span style=\"color:%3;\"><b>(expired %2 ago)</b></span>")
+                      .arg(when, ageText(now - *r->leaseExpiresAt), toneCss(Tone::NeedsPerson))
                 : when);
   } else {
     field(QStringLiteral("lease_expires_at"))->setText(QStringLiteral("\u2014"));

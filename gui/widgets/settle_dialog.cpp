@@ -19,9 +19,11 @@
 
 #include "models/age_text.hpp"
 #include "models/database_session.hpp"
+#include "models/database_worker.hpp"
 #include "models/settle_evidence.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/utf8_text.hpp"
 #include "widgets/column_widths.hpp"
 #include "widgets/evidence_table.hpp"
 
@@ -207,13 +209,6 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   });
   // Ticked or unticked by the operator: the warnings say what the decision now means.
   connect(override_, &QCheckBox::clicked, this, [this] { requestAssessment(true); });
-  connect(session_, &DatabaseSession::assessed, this, &SettleDialog::onAssessed);
-  connect(session_, &DatabaseSession::settled, this, &SettleDialog::onSettled);
-  connect(session_, &DatabaseSession::jobFailed, this,
-          [this](quint64 job, const QString& message, bool) { onFailed(job, message); });
-  connect(session_, &DatabaseSession::jobDropped, this, [this](quint64 job) {
-    if (job == assessmentJob_) assessmentJob_ = 0;
-  });
 
   showMessage(correction_ ? QStringLiteral("Say what shows the money moved after all. Nothing is "
                                            "written until you press Correct to SUCCESS.")
@@ -274,15 +269,19 @@ void SettleDialog::requestAssessment(bool keepOverride) {
     override_->setChecked(false);
     updateOverride();
   }
-  assessmentGeneration_.advance();
-  assessmentJob_ =
-      session_->assess(assessmentGeneration_.ticket(session_->nextJob()), seen_.idempotencyKey, *to,
-                       !override_->isHidden() && override_->isChecked());
+  session_->submit(
+      assessmentRequests_, "weigh the evidence",
+      [key = seen_.idempotencyKey, to = *to,
+       overridden = !override_->isHidden() && override_->isChecked()](pqxx::connection& c) {
+        return assess(c, key, to, overridden);
+      },
+      [this](const idem::SettleAssessment& assessment) { onAssessed(assessment); },
+      [this](const RequestError& error) {
+        showWarnings({"could not weigh the evidence: " + std::string(error.what())}, false);
+      });
 }
 
-void SettleDialog::onAssessed(quint64 job, const idem::SettleAssessment& assessment) {
-  if (job != assessmentJob_ || job == 0) return;
-  assessmentJob_ = 0;
+void SettleDialog::onAssessed(const idem::SettleAssessment& assessment) {
   assessment_ = assessment;
   std::vector<std::string> lines = assessment.warnings;
   if (assessment.record && assessment.record->version != seen_.version) {
@@ -298,19 +297,20 @@ void SettleDialog::onAssessed(quint64 job, const idem::SettleAssessment& assessm
   showMoneyPosition(assessment);
   showWarnings(lines, assessment.blocking);
   updateOverride();
+  emit assessed();
 }
 
 void SettleDialog::showMoneyPosition(const idem::SettleAssessment& assessment) {
   if (!assessment.record) return;
   const QString object = QStringLiteral("%1 / %2").arg(fromUtf8(assessment.record->bizType),
                                                        fromUtf8(assessment.record->bizId));
-  moneyPosition_->setText(
-      (assessment.moneyMoved
-           ? QStringLiteral("<b style=\"color:#A32500;\">Money moved</b> for %1, as the database "
-                            "counts it. ")
-           : QStringLiteral("<b>No money moved</b> for %1, as the database counts it. "))
-          .arg(object.toHtmlEscaped()) +
-      kCountedFlows);
+  const QString verdict =
+      assessment.moneyMoved
+          ? QStringLiteral("<b style=\"color:%1;\">Money moved</b>").arg(toneCss(Tone::MoneyMoved))
+          : QStringLiteral("<b>No money moved</b>");
+  moneyPosition_->setText(QStringLiteral("%1 for %2, as the database counts it. ")
+                              .arg(verdict, object.toHtmlEscaped()) +
+                          kCountedFlows);
 }
 
 void SettleDialog::showWarnings(const std::vector<std::string>& warnings, bool blocking) {
@@ -322,11 +322,11 @@ void SettleDialog::showWarnings(const std::vector<std::string>& warnings, bool b
   for (const std::string& w : warnings) {
     html += QStringLiteral("<li>%1</li>").arg(fromUtf8(w).toHtmlEscaped());
   }
-  const QString colour = blocking ? QStringLiteral("#FFD6CC") : QStringLiteral("#FFF0C2");
+  const QString colour = toneCss(blocking ? Tone::AlarmBackground : Tone::WarningBackground);
   warnings_->setStyleSheet(
       QStringLiteral(
           "QLabel { background: %1; border: 1px solid %2; padding: 6px; border-radius: 3px; }")
-          .arg(colour, blocking ? QStringLiteral("#C62828") : QStringLiteral("#C98A00")));
+          .arg(colour, toneCss(blocking ? Tone::Alarm : Tone::Warning)));
   warnings_->setText(QStringLiteral("<b>%1</b><ul style=\"margin: 2px 0 0 -20px;\">%2</ul>")
                          .arg(blocking
                                   ? QStringLiteral("Stop: the database refuses this as it stands")
@@ -373,12 +373,18 @@ void SettleDialog::submit() {
   // the version is current are the server's to decide, and its refusal is shown as it says it.
   setPhase(Phase::Sending);
   showMessage(QStringLiteral("Settling\u2026"), false);
-  settleJob_ = session_->settle(request);
+  session_->submit(
+      settleRequests_, "settle", [request](pqxx::connection& c) { return settle(c, request); },
+      [this](const idem::SettleOutcome& outcome) { onSettled(outcome); },
+      [this](const RequestError& error) {
+        // Safe to try again: the version check refuses a second write if the first one landed.
+        setPhase(Phase::Editing);
+        showMessage(QStringLiteral("Not settled: %1").arg(QString::fromStdString(error.what())),
+                    true);
+      });
 }
 
-void SettleDialog::onSettled(quint64 job, const idem::SettleOutcome& outcome) {
-  if (job != settleJob_ || job == 0) return;
-  settleJob_ = 0;
+void SettleDialog::onSettled(const idem::SettleOutcome& outcome) {
   outcome_ = outcome;
   const QString key = fromUtf8(seen_.idempotencyKey);
   // Every refusal is shown as the settle path words it from the server's answer.
@@ -431,19 +437,6 @@ void SettleDialog::onSettled(quint64 job, const idem::SettleOutcome& outcome) {
   }
 }
 
-void SettleDialog::onFailed(quint64 job, const QString& message) {
-  if (job == assessmentJob_ && job != 0) {
-    assessmentJob_ = 0;
-    showWarnings({"could not weigh the evidence: " + message.toStdString()}, false);
-    return;
-  }
-  if (job != settleJob_ || job == 0) return;
-  settleJob_ = 0;
-  // Safe to try again: the version check refuses a second write if the first one landed.
-  setPhase(Phase::Editing);
-  showMessage(QStringLiteral("Not settled: %1").arg(message), true);
-}
-
 void SettleDialog::growToFit() {
   // Warnings, the override and the server's answer appear while the dialog is open: it grows
   // with them (as far as its screen allows) rather than squeezing the form.
@@ -458,7 +451,9 @@ void SettleDialog::growToFit() {
 
 void SettleDialog::showMessage(const QString& value, bool error) {
   message_->setText(value);
-  message_->setStyleSheet(error ? QStringLiteral("color: #B71C1C; font-weight: 600;") : QString());
+  message_->setStyleSheet(
+      error ? QStringLiteral("color: %1; font-weight: 600;").arg(toneCss(Tone::ErrorText))
+            : QString());
   growToFit();
 }
 

@@ -18,7 +18,7 @@
 #include "idem/domain.hpp"
 #include "idem/settlement.hpp"
 #include "models/fund_flow_model.hpp"
-#include "models/job_ticket.hpp"
+#include "models/request_tracker.hpp"
 #include "models/transition_model.hpp"
 
 class QCheckBox;
@@ -70,13 +70,14 @@ class SettleDialog : public QDialog {
   void recordSettled(const QString& key, const idem::SettleOutcome& outcome);
   // The decision was refused because the record moved on: the main window re-reads it.
   void recordChanged(const QString& key);
+  // The database's weighing of the chosen outcome arrived and is shown.
+  void assessed();
 
  private:
   std::optional<RecordStatus> target() const;
   void requestAssessment(bool keepOverride = false);
-  void onAssessed(quint64 job, const idem::SettleAssessment& assessment);
-  void onSettled(quint64 job, const idem::SettleOutcome& outcome);
-  void onFailed(quint64 job, const QString& message);
+  void onAssessed(const idem::SettleAssessment& assessment);
+  void onSettled(const idem::SettleOutcome& outcome);
   void showWarnings(const std::vector<std::string>& warnings, bool blocking);
   void showMoneyPosition(const idem::SettleAssessment& assessment);
   void updateOverride();
@@ -89,9 +90,8 @@ class SettleDialog : public QDialog {
   bool correction_;
   FundFlowModel flows_;
   TransitionModel changesSince_;
-  Generation assessmentGeneration_;
-  quint64 assessmentJob_ = 0;
-  quint64 settleJob_ = 0;
+  RequestTracker assessmentRequests_{this};
+  RequestTracker settleRequests_{this, RequestTracker::Policy::AlwaysRun};
   std::optional<idem::SettleAssessment> assessment_;
   std::optional<idem::SettleOutcome> outcome_;
   Phase phase_ = Phase::Editing;

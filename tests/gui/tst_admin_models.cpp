@@ -1,14 +1,19 @@
 // Every model of the admin app under QAbstractItemModelTester, fed by the real worker thread: the
 // records table (with fetchMore), the needs-attention queue, and the evidence of a selected record
 // (timeline, attempts, fund flows with duplicates highlighted; a reconciler's decision). Also the
-// stuck counts.
+// stuck counts, and the request API: superseded and orphaned replies are dropped, errors
+// classified.
 #include <QAbstractItemModelTester>
 #include <QBrush>
 #include <QSignalSpy>
 #include <QtTest>
+#include <atomic>
+#include <memory>
+#include <mutex>
 
 #include "admin_fixture.hpp"
 #include "models/database_session.hpp"
+#include "models/database_worker.hpp"
 #include "models/record_table_model.hpp"
 #include "models/selected_record.hpp"
 #include "models/status_palette.hpp"
@@ -22,6 +27,37 @@ class TestAdminModels : public QObject {
   std::unique_ptr<test::TestDatabase> db_;
   std::unique_ptr<DatabaseSession> session_;
   test::AdminScenario scenario_;
+
+  // Waits for a marker request of its own: the worker runs requests in order and their replies
+  // come back in order, so once the marker's is in, every earlier request has ended.
+  // Submits `statements` in a transaction and waits for the request's error; empty when it
+  // replied instead.
+  template <typename Statements>
+  std::optional<RequestError> failureOf(const char* what, Statements statements) {
+    QObject requester;
+    RequestTracker tracker(&requester);
+    std::optional<RequestError> error;
+    bool replied = false;
+    session_->submit(
+        tracker, what,
+        [statements](pqxx::connection& c) {
+          pqxx::work tx(c);
+          statements(tx);
+          return true;
+        },
+        [&](bool) { replied = true; }, [&](const RequestError& e) { error = e; });
+    if (!QTest::qWaitFor([&] { return replied || error.has_value(); }, 15000)) return {};
+    return error;
+  }
+
+  bool awaitEarlierRequests() {
+    QObject marker;
+    RequestTracker tracker(&marker);
+    bool done = false;
+    session_->submit(
+        tracker, "marker", [](pqxx::connection&) { return true; }, [&](bool) { done = true; });
+    return QTest::qWaitFor([&] { return done; }, 15000);
+  }
 
  private slots:
   void initTestCase() {
@@ -161,27 +197,128 @@ class TestAdminModels : public QObject {
 
   void aLateAnswerForThePreviousSelectionIsDropped() {
     SelectedRecord selected(session_.get());
-    QSignalSpy answered(session_.get(), &DatabaseSession::evidenceFetched);
-    QSignalSpy skipped(session_.get(), &DatabaseSession::jobDropped);
+    QSignalSpy ended(session_.get(), &DatabaseSession::requestEnded);
     selected.select(scenario_.unknownDoubleDebit);
     selected.select(scenario_.success);
     // Both requests are answered or skipped as stale by the worker; only the second one shows.
-    QTRY_COMPARE(answered.count() + skipped.count(), 2);
+    QTRY_COMPARE(ended.count(), 2);
     QVERIFY(selected.record().has_value());
     QCOMPARE(selected.record()->idempotencyKey, scenario_.success);
     QCOMPARE(selected.fundFlows()->rowCount(), 1);
   }
 
   void countsComeFromTheUnsettledIndex() {
-    QSignalSpy spy(session_.get(), &DatabaseSession::countsFetched);
-    Generation g;
-    const quint64 job = session_->fetchCounts(g.ticket(session_->nextJob()));
-    QTRY_COMPARE(spy.count(), 1);
-    QCOMPARE(spy.at(0).at(0).toULongLong(), job);
-    const auto counts = spy.at(0).at(1).value<UnsettledCounts>();
-    QCOMPARE(counts.processing, 2);
-    QCOMPARE(counts.processingPastLease, 1);
-    QCOMPARE(counts.unknown, 3);
+    QObject requester;
+    RequestTracker tracker(&requester);
+    std::optional<UnsettledCounts> counts;
+    session_->submit(tracker, "count stuck records", readCounts,
+                     [&](const UnsettledCounts& c) { counts = c; });
+    QTRY_VERIFY(counts.has_value());
+    QVERIFY(!tracker.isRunning());
+    QCOMPARE(counts->processing, 2);
+    QCOMPARE(counts->processingPastLease, 1);
+    QCOMPARE(counts->unknown, 3);
+  }
+
+  void aSupersededReplyIsDropped() {
+    QObject requester;
+    RequestTracker tracker(&requester);
+    std::vector<int> replies;
+    auto started = std::make_shared<std::atomic<bool>>(false);
+    const auto select = [started](int n) {
+      return [n, started](pqxx::connection& c) {
+        started->store(true);
+        pqxx::nontransaction tx(c);
+        if (n == 1) tx.exec("SELECT pg_sleep(0.2)");
+        return tx.exec_params("SELECT $1::int", n)[0][0].as<int>();
+      };
+    };
+    session_->submit(tracker, "first", select(1), [&](int n) { replies.push_back(n); });
+    // Asked again while the first one runs: the first reply comes back, and is dropped.
+    QVERIFY(QTest::qWaitFor([&] { return started->load(); }, 15000));
+    session_->submit(tracker, "second", select(2), [&](int n) { replies.push_back(n); });
+    QVERIFY(tracker.isRunning());
+    QVERIFY(awaitEarlierRequests());
+    QCOMPARE(replies, std::vector<int>{2});
+    QVERIFY(!tracker.isRunning());
+  }
+
+  void aSupersededRequestIsNotRun() {
+    QObject requester;
+    RequestTracker tracker(&requester);
+    std::vector<int> ran;
+    std::mutex m;
+    const auto note = [&](int n) {
+      return [&, n](pqxx::connection&) {
+        const std::lock_guard lock(m);
+        ran.push_back(n);
+        return n;
+      };
+    };
+    // The worker is busy, so both wait in its queue; the first is superseded before it starts.
+    QObject sleeper;
+    RequestTracker sleeping(&sleeper);
+    session_->submit(
+        sleeping, "sleep",
+        [](pqxx::connection& c) {
+          pqxx::nontransaction(c).exec("SELECT pg_sleep(0.2)");
+          return 0;
+        },
+        [](int) {});
+    session_->submit(tracker, "first", note(1), [](int) {});
+    session_->submit(tracker, "second", note(2), [](int) {});
+    QVERIFY(awaitEarlierRequests());
+    const std::lock_guard lock(m);
+    QCOMPARE(ran, std::vector<int>{2});
+  }
+
+  void aReplyToADestroyedRequesterIsNotDelivered() {
+    auto requester = std::make_unique<QObject>();
+    RequestTracker tracker(requester.get());
+    bool delivered = false;
+    bool failed = false;
+    QSignalSpy ended(session_.get(), &DatabaseSession::requestEnded);
+    QObject* gone = requester.get();
+    session_->submit(
+        tracker, "sleep",
+        [](pqxx::connection& c) {
+          pqxx::nontransaction tx(c);
+          tx.exec("SELECT pg_sleep(0.2)");
+          return 1;
+        },
+        [&, gone](int) {
+          gone->setObjectName(QStringLiteral("touched after its death"));
+          delivered = true;
+        },
+        [&](const RequestError&) { failed = true; });
+    requester.reset();  // while the worker sleeps
+    QVERIFY(awaitEarlierRequests());
+    QVERIFY(!delivered);
+    QVERIFY(!failed);
+    QCOMPARE(ended.count(), 2);  // the orphan and the marker
+    QCOMPARE(ended.at(0).at(0).toBool(), false);
+  }
+
+  void anErrorReplyCarriesItsKind() {
+    const std::optional<RequestError> cancelled = failureOf("wait too long", [](pqxx::work& tx) {
+      tx.exec("SET LOCAL statement_timeout = 50");
+      tx.exec("SELECT pg_sleep(2)");
+    });
+    QVERIFY(cancelled.has_value());
+    QCOMPARE(cancelled->kind(), DatabaseErrorKind::QueryCancelled);
+    QVERIFY(!cancelled->endsSession());
+    QVERIFY2(
+        QString::fromStdString(cancelled->what()).startsWith(QStringLiteral("wait too long: ")),
+        cancelled->what());
+
+    const std::optional<RequestError> refused = failureOf("insert twice", [](pqxx::work& tx) {
+      tx.exec("CREATE TEMP TABLE once (x int PRIMARY KEY)");
+      tx.exec("INSERT INTO once VALUES (1), (1)");
+    });
+    QVERIFY(refused.has_value());
+    QCOMPARE(refused->kind(), DatabaseErrorKind::Constraint);
+    QCOMPARE(refused->sqlstate(), std::string("23505"));
+    QVERIFY(session_->isConnected());  // neither error ends the session
   }
 
   // Last: it adds a record of its own (resolved, so no count above changes).

@@ -2,7 +2,8 @@
 // remembered of a connection; the backoff; that query building binds every value the operator
 // types; that refreshing a keyed model in place keeps selections (under QAbstractItemModelTester);
 // when a record may be settled (schema v2: a live lease waits, FAILED is only corrected, SUCCESS
-// is final); how the v2 vocabulary reads (retired, reconciler) and which flows count for money.
+// is final); how the v2 vocabulary reads (retired, reconciler) and which flows count for money;
+// which request of a requester is still wanted; UTF-8 text; the palette's tones.
 #include <QAbstractItemModelTester>
 #include <QBuffer>
 #include <QFont>
@@ -17,16 +18,17 @@
 #include "models/connection_profile.hpp"
 #include "models/csv_writer.hpp"
 #include "models/fund_flow_model.hpp"
-#include "models/job_ticket.hpp"
 #include "models/keyed_rows_model.hpp"
 #include "models/money_text.hpp"
 #include "models/reconnect_backoff.hpp"
 #include "models/record_page_query.hpp"
+#include "models/request_tracker.hpp"
 #include "models/settle_availability.hpp"
 #include "models/settle_evidence.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
 #include "models/transition_model.hpp"
+#include "models/utf8_text.hpp"
 
 using namespace idem;
 using namespace idem::admin;
@@ -46,15 +48,14 @@ class ItemModel : public KeyedRowsModel<Item, int> {
   int columnCount(const QModelIndex& parent = {}) const override {
     return parent.isValid() ? 0 : 2;
   }
-  QVariant data(const QModelIndex& index, int role) const override {
-    if (!index.isValid() || role != Qt::DisplayRole) return {};
-    const Item& i = rows_[static_cast<std::size_t>(index.row())];
-    return index.column() == 0 ? i.key : i.value;
-  }
   void set(std::vector<Item> items) { replaceRows(std::move(items)); }
   void append(std::vector<Item> items) { appendRows(std::move(items)); }
 
  protected:
+  QVariant cellData(const Item& i, int column, int role) const override {
+    if (role != Qt::DisplayRole) return {};
+    return column == 0 ? i.key : i.value;
+  }
   int keyOf(const Item& i) const override { return i.key; }
   bool sameContent(const Item& a, const Item& b) const override { return a.value == b.value; }
 };
@@ -179,15 +180,34 @@ class TestAdminUnits : public QObject {
     QCOMPARE(b.next(), 500ms);
   }
 
-  void staleTicketsAreRecognised() {
-    Generation g;
-    const JobTicket first = g.ticket(1);
-    QVERIFY(!first.isStale());
-    g.advance();
-    QVERIFY(first.isStale());
-    QVERIFY(!g.ticket(2).isStale());
-    const JobTicket settle{3, 0, nullptr};
-    QVERIFY(!settle.isStale());
+  void staleRequestsAreRecognised() {
+    QObject requester;
+    RequestTracker tracker(&requester);
+    const RequestTracker::Request first = tracker.start();
+    QVERIFY(!first.isSkippable());
+    tracker.cancel();
+    QVERIFY(first.isSkippable());
+    QVERIFY(!tracker.start().isSkippable());
+    RequestTracker decisions(&requester, RequestTracker::Policy::AlwaysRun);
+    const RequestTracker::Request settle = decisions.start();
+    decisions.cancel();
+    QVERIFY(!settle.isSkippable());
+  }
+
+  void onlyTheLatestRequestOfALiveRequesterIsDelivered() {
+    auto requester = std::make_unique<QObject>();
+    RequestTracker tracker(requester.get());
+    const RequestTracker::Request first = tracker.start();
+    const RequestTracker::Request second = tracker.start();
+    QVERIFY(tracker.isRunning());
+    QVERIFY(!first.finish());  // superseded
+    QVERIFY(tracker.isRunning());
+    QVERIFY(second.finish());
+    QVERIFY(!tracker.isRunning());
+
+    const RequestTracker::Request orphan = tracker.start();
+    requester.reset();
+    QVERIFY(!orphan.finish());  // nobody waits for it any more
   }
 
   void typedFilterTextIsAlwaysABoundParameter() {
@@ -311,13 +331,13 @@ class TestAdminUnits : public QObject {
   void retiredAndReconcilerReadApart() {
     AttemptModel attempts;
     QAbstractItemModelTester t1(&attempts, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    Attempt retired;
-    retired.id = 1;
-    retired.outcome = Outcome::Retired;
-    Attempt replayed;
-    replayed.id = 2;
-    replayed.outcome = Outcome::Replayed;
-    attempts.setAttempts({retired, replayed});
+    const auto attempt = [](std::int64_t id, Outcome outcome) {
+      Attempt a;
+      a.id = id;
+      a.outcome = outcome;
+      return a;
+    };
+    attempts.setAttempts({attempt(1, Outcome::Retired), attempt(2, Outcome::Replayed)});
     const QModelIndex r = attempts.index(0, AttemptModel::Outcome);
     QCOMPARE(r.data().toString(), QStringLiteral("retired"));
     QCOMPARE(r.data(Qt::ForegroundRole).value<QBrush>().color(),
@@ -328,15 +348,15 @@ class TestAdminUnits : public QObject {
     TransitionModel transitions;
     QAbstractItemModelTester t2(&transitions,
                                 QAbstractItemModelTester::FailureReportingMode::QtTest);
-    Transition bySystem;
-    bySystem.id = 1;
-    Transition byReconciler;
-    byReconciler.id = 2;
-    byReconciler.actorKind = ActorKind::Reconciler;
-    Transition byOperator;
-    byOperator.id = 3;
-    byOperator.actorKind = ActorKind::Operator;
-    transitions.setTransitions({bySystem, byReconciler, byOperator});
+    const auto transitionBy = [](std::int64_t id, ActorKind kind) {
+      Transition t;
+      t.id = id;
+      t.actorKind = kind;
+      return t;
+    };
+    transitions.setTransitions({transitionBy(1, ActorKind::System),
+                                transitionBy(2, ActorKind::Reconciler),
+                                transitionBy(3, ActorKind::Operator)});
     const QModelIndex kind = transitions.index(1, TransitionModel::ActorKind);
     QCOMPARE(kind.data().toString(), QStringLiteral("reconciler"));
     QVERIFY(kind.data(Qt::FontRole).value<QFont>().italic());
@@ -400,6 +420,57 @@ class TestAdminUnits : public QObject {
     model.append({{1, 0}, {2, 0}});
     model.append({{2, 5}, {3, 0}});
     QCOMPARE(keys(model), (std::vector<int>{1, 2, 3}));
+  }
+
+  void utf8TextKeepsEveryByteOfTheView() {
+    const std::string stored = "caf\xC3\xA9 \xE2\x82\xAC 5";  // café € 5
+    QCOMPARE(fromUtf8(stored), QStringLiteral("caf\u00E9 \u20AC 5"));
+    // A view into the middle of a buffer: no terminating NUL, and it ends where the view ends.
+    const std::string_view middle = std::string_view(stored).substr(3, 2);
+    QCOMPARE(fromUtf8(middle), QStringLiteral("\u00E9"));
+    QCOMPARE(fromUtf8(std::string_view("a\0b", 3)).size(), 3);
+    QVERIFY(fromUtf8({}).isEmpty());
+  }
+
+  void headersNameEveryColumnInOrder() {
+    AttemptModel attempts;
+    QCOMPARE(attempts.headerData(AttemptModel::When, Qt::Horizontal).toString(),
+             QStringLiteral("When"));
+    QCOMPARE(attempts.headerData(AttemptModel::RequestHash, Qt::Horizontal).toString(),
+             QStringLiteral("Request hash"));
+    TransitionModel transitions;
+    QCOMPARE(transitions.headerData(TransitionModel::ActorKind, Qt::Horizontal).toString(),
+             QStringLiteral("Kind"));
+    FundFlowModel flows;
+    QCOMPARE(flows.headerData(FundFlowModel::Id, Qt::Horizontal).toString(),
+             QStringLiteral("Flow"));
+    for (QAbstractItemModel* m :
+         std::initializer_list<QAbstractItemModel*>{&attempts, &transitions, &flows}) {
+      for (int c = 0; c < m->columnCount(); ++c) {
+        QVERIFY(!m->headerData(c, Qt::Horizontal).toString().isEmpty());
+        QVERIFY(!m->headerData(c, Qt::Vertical).isValid());
+        QVERIFY(!m->headerData(c, Qt::Horizontal, Qt::ToolTipRole).isValid());
+      }
+      QVERIFY(!m->headerData(m->columnCount(), Qt::Horizontal).isValid());
+      QVERIFY(!m->headerData(-1, Qt::Horizontal).isValid());
+    }
+  }
+
+  void tonesThatMeanAStatusWearItsColour() {
+    QCOMPARE(toneColor(Tone::Waiting), statusForeground(RecordStatus::Processing));
+    QCOMPARE(toneColor(Tone::WaitingBackground), statusBackground(RecordStatus::Processing));
+    QCOMPARE(toneColor(Tone::NeedsPerson), statusForeground(RecordStatus::Unknown));
+    QCOMPARE(toneColor(Tone::MoneyMoved), statusForeground(RecordStatus::Unknown));
+    QCOMPARE(toneColor(Tone::Settleable), statusForeground(RecordStatus::Success));
+    for (Tone t : {Tone::MutedText, Tone::Healthy, Tone::Warning, Tone::WarningBackground,
+                   Tone::Alarm, Tone::AlarmBackground, Tone::ErrorText}) {
+      QVERIFY(toneColor(t).isValid());
+      QCOMPARE(toneCss(t), toneColor(t).name());
+      QVERIFY(toneCss(t).startsWith(QLatin1Char('#')) && toneCss(t).size() == 7);
+    }
+    // A warning and an alarm never look alike, nor do their backgrounds.
+    QVERIFY(toneColor(Tone::Warning) != toneColor(Tone::Alarm));
+    QVERIFY(toneColor(Tone::WarningBackground) != toneColor(Tone::AlarmBackground));
   }
 };
 
