@@ -3,6 +3,7 @@
 #include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 
+#include "collectors/registry.hpp"
 #include "metric_families.hpp"
 
 namespace idem::exporter {
@@ -92,4 +93,19 @@ void OverchargesCollector::collect(std::vector<prometheus::MetricFamily>& out) c
   out.push_back(std::move(amounts));
 }
 
+}  // namespace idem::exporter
+
+// Registration (collectors/registry.hpp).
+namespace idem::exporter {
+[[maybe_unused]] const bool registered = registerCollector({
+    .name = "overcharges",
+    .order = 60,
+    // Its flags are the reconciliation's (--reconcile-interval, -window, -biz-types).
+    .make =
+        [](const CollectorContext& c) {
+          const ExporterOptions& o = c.options;
+          return std::make_unique<OverchargesCollector>(ReconciliationSettings{
+              o.reconcileInterval, o.reconcileWindow, o.reconcileGrace, o.reconcileBizTypes});
+        },
+});
 }  // namespace idem::exporter

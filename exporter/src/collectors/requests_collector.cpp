@@ -4,6 +4,7 @@
 #include <limits>
 #include <pqxx/pqxx>
 
+#include "collectors/registry.hpp"
 #include "idem/vocabulary.hpp"
 #include "log.hpp"
 #include "metric_families.hpp"
@@ -147,4 +148,17 @@ void RequestsCollector::collect(std::vector<prometheus::MetricFamily>& out) cons
   out.push_back(std::move(retry));
 }
 
+}  // namespace idem::exporter
+
+// Registration (collectors/registry.hpp).
+namespace idem::exporter {
+[[maybe_unused]] const bool registered = registerCollector({
+    .name = "requests",
+    .order = 20,
+    .tables = {"attempts"},
+    .make =
+        [](const CollectorContext& c) {
+          return std::make_unique<RequestsCollector>(c.bizTypes, c.reader, c.readStats);
+        },
+});
 }  // namespace idem::exporter

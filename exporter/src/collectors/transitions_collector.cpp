@@ -1,5 +1,6 @@
 #include "collectors/transitions_collector.hpp"
 
+#include "collectors/registry.hpp"
 #include "idem/vocabulary.hpp"
 #include "log.hpp"
 #include "metric_families.hpp"
@@ -104,4 +105,17 @@ void TransitionsCollector::collect(std::vector<prometheus::MetricFamily>& out) c
   out.push_back(std::move(family));
 }
 
+}  // namespace idem::exporter
+
+// Registration (collectors/registry.hpp).
+namespace idem::exporter {
+[[maybe_unused]] const bool registered = registerCollector({
+    .name = "transitions",
+    .order = 40,
+    .tables = {"transitions"},
+    .make =
+        [](const CollectorContext& c) {
+          return std::make_unique<TransitionsCollector>(c.reader, c.readStats);
+        },
+});
 }  // namespace idem::exporter

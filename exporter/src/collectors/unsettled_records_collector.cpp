@@ -4,6 +4,7 @@
 #include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 
+#include "collectors/registry.hpp"
 #include "metric_families.hpp"
 
 namespace idem::exporter {
@@ -107,4 +108,16 @@ void UnsettledRecordsCollector::collect(std::vector<prometheus::MetricFamily>& o
   out.push_back(std::move(oldest));
 }
 
+}  // namespace idem::exporter
+
+// Registration (collectors/registry.hpp).
+namespace idem::exporter {
+[[maybe_unused]] const bool registered = registerCollector({
+    .name = "unsettled_records",
+    .order = 10,
+    .make =
+        [](const CollectorContext& c) {
+          return std::make_unique<UnsettledRecordsCollector>(c.bizTypes);
+        },
+});
 }  // namespace idem::exporter

@@ -1,0 +1,37 @@
+#include "collectors/registry.hpp"
+
+#include <algorithm>
+#include <deque>
+
+namespace idem::exporter {
+namespace {
+
+// A function's static, not a namespace-scope one: registrations run during static
+// initialisation, in an order across files that C++ leaves open.
+std::deque<CollectorRegistration>& registry() {
+  static std::deque<CollectorRegistration> registrations;
+  return registrations;
+}
+
+}  // namespace
+
+bool registerCollector(CollectorRegistration registration) {
+  registry().push_back(std::move(registration));
+  return true;
+}
+
+std::vector<const CollectorRegistration*> registeredCollectors() {
+  std::vector<const CollectorRegistration*> out;
+  for (const CollectorRegistration& r : registry()) out.push_back(&r);
+  std::sort(out.begin(), out.end(), [](const auto* a, const auto* b) {
+    return a->order != b->order ? a->order < b->order : a->name < b->name;
+  });
+  return out;
+}
+
+bool isEnabled(const CollectorRegistration& registration, const ExporterOptions& options) {
+  const auto it = options.collectors.find(registration.name);
+  return it == options.collectors.end() ? registration.enabledByDefault : it->second;
+}
+
+}  // namespace idem::exporter
