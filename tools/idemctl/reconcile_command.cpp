@@ -98,8 +98,8 @@ void sleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& st
 
 int runReconcile(const std::vector<std::string>& args, Streams streams,
                  const std::atomic<bool>& stop) {
-  std::optional<std::chrono::milliseconds> every;
   std::optional<std::string> dsn;
+  std::optional<std::chrono::milliseconds> every;
   CommandLine cli("idemctl reconcile", "idemctl reconcile [--every 1m] [flags]",
                   "Runs as a login granted idem_reconciler. Each round prints how many records it "
                   "resolved\nand their keys. With --every, a failed round is reported and the next "

@@ -118,17 +118,13 @@ void FundFlowsCollector::collect(std::vector<prometheus::MetricFamily>& out) con
   out.push_back(std::move(ratio));
 }
 
-}  // namespace idem::exporter
+// The fund flows collector joins the registry (registry.hpp).
+[[maybe_unused]] const bool registered = registerCollector(
+    {.name = "fund_flows",
+     .order = 30,
+     .tables = {"fund_flows"},
+     .make = [](const CollectorContext& c) {
+       return std::make_unique<FundFlowsCollector>(c.bizTypes, c.reader, c.readStats);
+     }});
 
-// Registration (collectors/registry.hpp).
-namespace idem::exporter {
-[[maybe_unused]] const bool registered = registerCollector({
-    .name = "fund_flows",
-    .order = 30,
-    .tables = {"fund_flows"},
-    .make =
-        [](const CollectorContext& c) {
-          return std::make_unique<FundFlowsCollector>(c.bizTypes, c.reader, c.readStats);
-        },
-});
 }  // namespace idem::exporter

@@ -93,10 +93,7 @@ void OverchargesCollector::collect(std::vector<prometheus::MetricFamily>& out) c
   out.push_back(std::move(amounts));
 }
 
-}  // namespace idem::exporter
-
-// Registration (collectors/registry.hpp).
-namespace idem::exporter {
+// The overcharges collector joins the registry (registry.hpp).
 [[maybe_unused]] const bool registered = registerCollector({
     .name = "overcharges",
     .order = 60,
@@ -108,4 +105,5 @@ namespace idem::exporter {
               o.reconcileInterval, o.reconcileWindow, o.reconcileGrace, o.reconcileBizTypes});
         },
 });
+
 }  // namespace idem::exporter

@@ -130,10 +130,7 @@ void ReconciliationCollector::collect(std::vector<prometheus::MetricFamily>& out
   out.push_back(std::move(last));
 }
 
-}  // namespace idem::exporter
-
-// Registration (collectors/registry.hpp).
-namespace idem::exporter {
+// The reconciliation collector joins the registry (registry.hpp).
 [[maybe_unused]] const bool registered = registerCollector({
     .name = "reconciliation",
     .order = 50,
@@ -161,4 +158,5 @@ namespace idem::exporter {
               o.reconcileInterval, o.reconcileWindow, o.reconcileGrace, o.reconcileBizTypes});
         },
 });
+
 }  // namespace idem::exporter

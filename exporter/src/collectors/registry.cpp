@@ -4,25 +4,23 @@
 #include <deque>
 
 namespace idem::exporter {
-namespace {
 
 // A function's static, not a namespace-scope one: registrations run during static
-// initialisation, in an order across files that C++ leaves open.
-std::deque<CollectorRegistration>& registry() {
-  static std::deque<CollectorRegistration> registrations;
-  return registrations;
+// initialisation, in an order across files that C++ leaves open. A deque: pointers to its
+// elements stay valid as it grows.
+static std::deque<CollectorRegistration>& registrations() {
+  static std::deque<CollectorRegistration> all;
+  return all;
 }
 
-}  // namespace
-
 bool registerCollector(CollectorRegistration registration) {
-  registry().push_back(std::move(registration));
+  registrations().push_back(std::move(registration));
   return true;
 }
 
 std::vector<const CollectorRegistration*> registeredCollectors() {
   std::vector<const CollectorRegistration*> out;
-  for (const CollectorRegistration& r : registry()) out.push_back(&r);
+  for (const CollectorRegistration& r : registrations()) out.push_back(&r);
   std::sort(out.begin(), out.end(), [](const auto* a, const auto* b) {
     return a->order != b->order ? a->order < b->order : a->name < b->name;
   });

@@ -148,17 +148,13 @@ void RequestsCollector::collect(std::vector<prometheus::MetricFamily>& out) cons
   out.push_back(std::move(retry));
 }
 
-}  // namespace idem::exporter
+// The requests collector joins the registry (registry.hpp).
+[[maybe_unused]] const bool registered = registerCollector(
+    {.name = "requests",
+     .order = 20,
+     .tables = {"attempts"},
+     .make = [](const CollectorContext& c) {
+       return std::make_unique<RequestsCollector>(c.bizTypes, c.reader, c.readStats);
+     }});
 
-// Registration (collectors/registry.hpp).
-namespace idem::exporter {
-[[maybe_unused]] const bool registered = registerCollector({
-    .name = "requests",
-    .order = 20,
-    .tables = {"attempts"},
-    .make =
-        [](const CollectorContext& c) {
-          return std::make_unique<RequestsCollector>(c.bizTypes, c.reader, c.readStats);
-        },
-});
 }  // namespace idem::exporter

@@ -105,17 +105,13 @@ void TransitionsCollector::collect(std::vector<prometheus::MetricFamily>& out) c
   out.push_back(std::move(family));
 }
 
-}  // namespace idem::exporter
+// The transitions collector joins the registry (registry.hpp).
+[[maybe_unused]] const bool registered =
+    registerCollector({.name = "transitions",
+                       .order = 40,
+                       .tables = {"transitions"},
+                       .make = [](const CollectorContext& c) {
+                         return std::make_unique<TransitionsCollector>(c.reader, c.readStats);
+                       }});
 
-// Registration (collectors/registry.hpp).
-namespace idem::exporter {
-[[maybe_unused]] const bool registered = registerCollector({
-    .name = "transitions",
-    .order = 40,
-    .tables = {"transitions"},
-    .make =
-        [](const CollectorContext& c) {
-          return std::make_unique<TransitionsCollector>(c.reader, c.readStats);
-        },
-});
 }  // namespace idem::exporter

@@ -108,16 +108,10 @@ void UnsettledRecordsCollector::collect(std::vector<prometheus::MetricFamily>& o
   out.push_back(std::move(oldest));
 }
 
-}  // namespace idem::exporter
+// The unsettled records collector joins the registry (registry.hpp).
+[[maybe_unused]] const bool registered = registerCollector(
+    {.name = "unsettled_records", .order = 10, .make = [](const CollectorContext& c) {
+       return std::make_unique<UnsettledRecordsCollector>(c.bizTypes);
+     }});
 
-// Registration (collectors/registry.hpp).
-namespace idem::exporter {
-[[maybe_unused]] const bool registered = registerCollector({
-    .name = "unsettled_records",
-    .order = 10,
-    .make =
-        [](const CollectorContext& c) {
-          return std::make_unique<UnsettledRecordsCollector>(c.bizTypes);
-        },
-});
 }  // namespace idem::exporter
