@@ -2,13 +2,20 @@
 #include <malloc.h>
 
 #include <csignal>
-#include <cstdio>
 #include <iostream>
 
 #include "exporter.hpp"
 #include "exporter_options.hpp"
-#include "web_config.hpp"
-#include "web_server.hpp"
+#include "idem/command_line.hpp"
+#include "log.hpp"
+
+namespace {
+
+constexpr const char* kDescription =
+    "Publishes the idem schema's figures (requests, fund flows, transitions, unsettled records,\n"
+    "reconciliation) for Prometheus, reading new rows incrementally.";
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace idem::exporter;
@@ -24,35 +31,16 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  CommandLine commandLine;
-  try {
-    commandLine = parseCommandLine(std::vector<std::string>(argv + 1, argv + argc));
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "idemwatch-exporter: %s\n", e.what());
-    return 2;
-  }
-  if (commandLine.action == CommandLine::Action::PrintHelp) {
-    std::cout << usageText();
+  return idem::guardedMain("idemwatch-exporter", [&] {
+    ExporterOptions options;
+    idem::CommandLine cli("idemwatch-exporter", "idemwatch-exporter [flags]", kDescription);
+    declareFlags(cli, options);
+    if (!cli.parse(std::vector<std::string>(argv + 1, argv + argc), std::cout)) return 0;
+    auto exporter = std::make_unique<Exporter>(options);
+    int signal = 0;
+    sigwait(&stopSignals, &signal);
+    logInfo(std::string("stopping on ") + (signal == SIGINT ? "SIGINT" : "SIGTERM"));
+    exporter.reset();
     return 0;
-  }
-  if (commandLine.action == CommandLine::Action::PrintVersion) {
-    std::cout << versionText() << '\n';
-    return 0;
-  }
-
-  std::unique_ptr<Exporter> exporter;
-  try {
-    exporter = std::make_unique<Exporter>(commandLine.options);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "idemwatch-exporter: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "idemwatch-exporter: %s\n", e.what());
-    return 1;
-  }
-  int signal = 0;
-  sigwait(&stopSignals, &signal);
-  logInfo(std::string("stopping on ") + (signal == SIGINT ? "SIGINT" : "SIGTERM"));
-  exporter.reset();
-  return 0;
+  });
 }

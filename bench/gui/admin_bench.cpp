@@ -113,37 +113,23 @@ int main(int argc, char* argv[]) {
   if (qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM") && qEnvironmentVariableIsEmpty("DISPLAY")) {
     qputenv("QT_QPA_PLATFORM", "offscreen");
   }
-  const std::vector<FlagSpec> specs{
-      {"db.dsn", true, "DSN", "a superuser DSN of the cluster (its maintenance database)"},
-      {"database", true, "NAME", "database to load and measure (default idemwatch_bench_gui)"},
-      {"rows", true, "N", "records to load (default 10000000)"},
-      {"runs", true, "N", "measurements per figure; the median counts (default 7)"},
-      {"page-size", true, "N", "rows per page (default 200, the app's default)"},
-      {"reload", false, "", "reload the rows even if the database has them"},
-      {"explain", false, "", "print EXPLAIN ANALYZE of each query"},
-      {"help", false, "", "this help"},
-  };
-  std::unique_ptr<CommandLine> flags;
-  try {
-    flags = std::make_unique<CommandLine>(std::vector<std::string>(argv + 1, argv + argc), specs);
-  } catch (const UsageError& e) {
-    std::cerr << "idemwatch-admin-bench: " << e.what() << "\n" << CommandLine::describe(specs);
-    return 2;
-  }
-  if (flags->has("help")) {
-    std::cout << "usage: idemwatch-admin-bench --db.dsn DSN [flags]\n"
-              << CommandLine::describe(specs);
-    return 0;
-  }
-  const std::string serverDsn = flags->valueOr("db.dsn", "");
-  const std::string database = flags->valueOr("database", "idemwatch_bench_gui");
-  const std::int64_t rows = flags->integer("rows", 1000, 1'000'000'000).value_or(10'000'000);
-  const int runs = static_cast<int>(flags->integer("runs", 1, 100).value_or(7));
-  const int pageSize = static_cast<int>(flags->integer("page-size", 10, 5000).value_or(200));
+  std::string serverDsn, database = "idemwatch_bench_gui";
+  std::int64_t rows = 10'000'000;
+  int runs = 7, pageSize = 200;
+  bool reload = false, explainQueries = false;
+  CommandLine cli("idemwatch-admin-bench", "idemwatch-admin-bench --db.dsn DSN [flags]");
+  cli.text("db.dsn", "DSN", "a superuser DSN of the cluster (its maintenance database)", serverDsn);
+  cli.text("database", "NAME", "database to load and measure", database);
+  cli.integer("rows", "N", "records to load", rows, 1000, 1'000'000'000);
+  cli.integer("runs", "N", "measurements per figure; the median counts", runs, 1, 100);
+  cli.integer("page-size", "N", "rows per page (the app's default)", pageSize, 10, 5000);
+  cli.flag("reload", "reload the rows even if the database has them", reload);
+  cli.flag("explain", "print EXPLAIN ANALYZE of each query", explainQueries);
+  return guardedMain("idemwatch-admin-bench", [&] {
+    if (!cli.parse(std::vector<std::string>(argv + 1, argv + argc), std::cout)) return 0;
 
-  QApplication app(argc, argv);
-  const std::string dsn = serverDsn + " dbname=" + database;
-  try {
+    QApplication app(argc, argv);
+    const std::string dsn = serverDsn + " dbname=" + database;
     {
       pqxx::connection server(serverDsn);
       pqxx::nontransaction tx(server);
@@ -153,7 +139,7 @@ int main(int argc, char* argv[]) {
     }
     pqxx::connection owner(dsn);
     migrate(owner, bundledMigrations());
-    if (flags->has("reload") || bench::loadedRows(owner) != rows) {
+    if (reload || bench::loadedRows(owner) != rows) {
       std::cerr << "loading " << rows << " records into " << database << "\n";
       bench::loadRecords(owner, {rows, 30});
     }
@@ -308,7 +294,7 @@ int main(int argc, char* argv[]) {
                   loadBefore[0], loadBefore[1], loadBefore[2], load[0], load[1], load[2]);
     }
 
-    if (flags->has("explain")) {
+    if (explainQueries) {
       pqxx::connection c(dsn);
       explain(c, "first page", pageQuery(all, std::nullopt, pageSize + 1));
       explain(c, "deep next page", pageQuery(deepFilter, RecordCursor{deep, "key-"}, pageSize + 1));
@@ -322,9 +308,6 @@ int main(int argc, char* argv[]) {
       explain(c, "refund + FAILED", pageQuery(refunds, std::nullopt, pageSize + 1));
       explain(c, "biz_type matching nothing", pageQuery(noSuchType, std::nullopt, pageSize + 1));
     }
-  } catch (const std::exception& e) {
-    std::cerr << "idemwatch-admin-bench: " << e.what() << "\n";
-    return 1;
-  }
-  return 0;
+    return 0;
+  });
 }

@@ -192,39 +192,31 @@ int screenshot(const std::string& serverDsn, const std::string& database, const 
 }  // namespace
 
 int main(int argc, char* argv[]) {
-  const std::vector<FlagSpec> specs{
-      {"db.dsn", true, "DSN", "a superuser DSN of the cluster (its maintenance database)"},
-      {"database", true, "NAME", "demo database (default idemwatch_demo)"},
-      {"seed", false, "", "drop, create, migrate and seed the demo database"},
-      {"screenshot", true, "FILE", "save the main window, a stuck record selected, as PNG"},
-      {"settle-screenshot", true, "FILE",
-       "with --screenshot: also the settle dialog refusing FAILED while money moved"},
-      {"correct-screenshot", true, "FILE",
-       "with --settle-screenshot: also the dialog correcting a FAILED payment to SUCCESS"},
-      {"help", false, "", "this help"},
-  };
-  try {
-    const CommandLine flags(std::vector<std::string>(argv + 1, argv + argc), specs);
-    if (flags.has("help") || !flags.has("db.dsn")) {
-      std::cout << "usage: idemwatch-admin-demo --db.dsn DSN [--seed] [--screenshot FILE]\n"
-                << CommandLine::describe(specs);
-      return flags.has("help") ? 0 : 2;
-    }
-    const std::string serverDsn = *flags.value("db.dsn");
-    const std::string database = flags.valueOr("database", "idemwatch_demo");
-    if (flags.has("seed") && seed(serverDsn, database) != 0) return 1;
-    if (auto file = flags.value("screenshot")) {
+  return guardedMain("idemwatch-admin-demo", [&] {
+    std::optional<std::string> serverDsn, file;
+    std::string database = "idemwatch_demo", settleFile, correctFile;
+    bool seedFirst = false;
+    CommandLine cli("idemwatch-admin-demo",
+                    "idemwatch-admin-demo --db.dsn DSN [--seed] [--screenshot FILE]");
+    cli.text("db.dsn", "DSN", "a superuser DSN of the cluster (its maintenance database; required)",
+             serverDsn);
+    cli.text("database", "NAME", "demo database", database);
+    cli.flag("seed", "drop, create, migrate and seed the demo database", seedFirst);
+    cli.text("screenshot", "FILE", "save the main window, a stuck record selected, as PNG", file);
+    cli.text("settle-screenshot", "FILE",
+             "with --screenshot: also the settle dialog refusing FAILED while money moved",
+             settleFile);
+    cli.text("correct-screenshot", "FILE",
+             "with --settle-screenshot: also the dialog correcting a FAILED payment to SUCCESS",
+             correctFile);
+    if (!cli.parse(std::vector<std::string>(argv + 1, argv + argc), std::cout)) return 0;
+    if (!serverDsn) throw UsageError("--db.dsn is required");
+    if (seedFirst && seed(*serverDsn, database) != 0) return 1;
+    if (file) {
       QApplication app(argc, argv);
-      return screenshot(serverDsn, database, QString::fromStdString(*file),
-                        QString::fromStdString(flags.valueOr("settle-screenshot", "")),
-                        QString::fromStdString(flags.valueOr("correct-screenshot", "")));
+      return screenshot(*serverDsn, database, QString::fromStdString(*file),
+                        QString::fromStdString(settleFile), QString::fromStdString(correctFile));
     }
     return 0;
-  } catch (const UsageError& e) {
-    std::cerr << "idemwatch-admin-demo: " << e.what() << "\n" << CommandLine::describe(specs);
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "idemwatch-admin-demo: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

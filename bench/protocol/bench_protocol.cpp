@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -228,30 +229,35 @@ Measurement measure(const idem::ConnectionSettings& settings, Variant v, int thr
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    const std::vector<idem::FlagSpec> specs{
-        {"db.dsn", true, "DSN", "database to measure in (a scratch database: tables are created)"},
-        {"seconds", true, "N", "length of one measurement (default 10)"},
-        {"repeat", true, "N",
-         "measurements per variant and thread count; the median counts (default 3)"},
-        {"threads", true, "LIST", "client thread counts (default 1,2,8)"},
-        {"v1.dsn", true, "DSN",
-         "also measure schema version 1's begin+complete in this database (migrated to 005 only)"},
-        {"only-protocol", false, "", "run only begin+complete (for profiling the server)"}};
-    const idem::CommandLine cli(std::vector<std::string>(argv + 1, argv + argc), specs);
-    const auto settings = idem::ConnectionSettings::resolve(cli.value("db.dsn"));
+  return idem::guardedMain("bench_protocol", [&] {
+    std::optional<std::string> dsn, v1Dsn;
+    int seconds = 10, repeat = 3;
+    std::vector<std::string> threadList{"1", "2", "8"};
+    bool onlyProtocol = false;
+    idem::CommandLine cli("bench_protocol", "bench_protocol [flags]");
+    cli.text("db.dsn", "DSN", "database to measure in (a scratch database: tables are created)",
+             dsn);
+    cli.integer("seconds", "N", "length of one measurement", seconds, 1, 3600);
+    cli.integer("repeat", "N", "measurements per variant and thread count; the median counts",
+                repeat, 1, 99);
+    cli.list("threads", "LIST", "client thread counts", threadList);
+    cli.text("v1.dsn", "DSN",
+             "also measure schema version 1's begin+complete in this database (migrated to 005 "
+             "only)",
+             v1Dsn);
+    cli.flag("only-protocol", "run only begin+complete (for profiling the server)", onlyProtocol);
+    if (!cli.parse(std::vector<std::string>(argv + 1, argv + argc), std::cout)) return 0;
+    const auto settings = idem::ConnectionSettings::resolve(dsn);
     std::optional<idem::ConnectionSettings> v1Settings;
-    if (auto dsn = cli.value("v1.dsn")) v1Settings = idem::ConnectionSettings::resolve(dsn);
-    const auto seconds = cli.integer("seconds", 1, 3600).value_or(10);
-    const auto repeat = cli.integer("repeat", 1, 99).value_or(3);
-    std::vector<int> threadCounts{1, 2, 8};
-    if (auto list = cli.value("threads")) {
-      threadCounts.clear();
-      for (std::size_t pos = 0; pos <= list->size();) {
-        const std::size_t comma = std::min(list->find(',', pos), list->size());
-        threadCounts.push_back(std::stoi(list->substr(pos, comma - pos)));
-        pos = comma + 1;
+    if (v1Dsn) v1Settings = idem::ConnectionSettings::resolve(v1Dsn);
+    std::vector<int> threadCounts;
+    for (const std::string& t : threadList) {
+      int n = 0;
+      const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+      if (ec != std::errc() || end != t.data() + t.size() || n < 1) {
+        throw idem::badValue("threads", "a list of whole numbers from 1", t);
       }
+      threadCounts.push_back(n);
     }
     {
       auto conn = idem::connect(settings);
@@ -264,7 +270,7 @@ int main(int argc, char** argv) {
     int run = 0;
     for (int threads : threadCounts) {
       std::vector<Measurement> plain, hand, protocol, version1;
-      if (cli.has("only-protocol")) {
+      if (onlyProtocol) {
         const Measurement m =
             measure(settings, Variant::Protocol, threads, ++run, std::chrono::seconds(seconds));
         std::printf("%-8d %-15s %12.0f %16.1f %12.0f\n", threads, name(Variant::Protocol),
@@ -313,11 +319,5 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
     return 0;
-  } catch (const idem::UsageError& e) {
-    std::cerr << "bench_protocol: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "bench_protocol: " << e.what() << "\n";
-    return 1;
-  }
+  });
 }

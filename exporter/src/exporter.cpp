@@ -41,15 +41,7 @@ Exporter::Exporter(const ExporterOptions& options) {
   connection.applicationName = "idemwatch-exporter";
   checkDsnSyntax(connection);
 
-  CollectorSettings settings;
-  settings.reader.window = options.ratioWindow;
-  settings.reader.maxTrackedGaps = options.maxTrackedGaps;
-  settings.reconciliation.interval = options.reconcileInterval;
-  settings.reconciliation.window = options.reconcileWindow;
-  settings.reconciliation.grace = options.reconcileGrace;
-  settings.reconciliation.bizTypes = options.reconcileBizTypes;
-  settings.maxBizTypes = options.maxBizTypes;
-  collectors_ = std::make_shared<CollectorSet>(settings);
+  collectors_ = std::make_shared<CollectorSet>(options);
 
   web_ = std::make_unique<WebServer>(web, collectors_);
   logInfo(versionText() + " serving " + (web_->tls() ? "https" : "http") + " on " +

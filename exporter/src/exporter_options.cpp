@@ -1,41 +1,14 @@
 #include "exporter_options.hpp"
 
 #include <algorithm>
-#include <functional>
-#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
 
-#include "idem/build_info.hpp"
-#include "idem/duration.hpp"
+#include "collectors/registry.hpp"
 
 namespace idem::exporter {
 namespace {
-
-milliseconds durationValue(const std::string& flag, const std::string& value, milliseconds min) {
-  const auto d = parseDuration(value);
-  if (!d) {
-    throw UsageError(flag + ": \"" + value +
-                     "\" is not a duration (write it like 500ms, 5s, 1m30s, 24h)");
-  }
-  if (*d < min) {
-    throw UsageError(flag + ": " + value + " is too short (at least " + formatDuration(min) + ")");
-  }
-  return *d;
-}
-
-std::vector<std::string> listValue(const std::string& flag, const std::string& value) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (start <= value.size()) {
-    const std::size_t comma = std::min(value.find(',', start), value.size());
-    std::string item = value.substr(start, comma - start);
-    item.erase(0, item.find_first_not_of(' '));
-    item.erase(item.find_last_not_of(' ') + 1);
-    if (item.empty()) throw UsageError(flag + ": \"" + value + "\" has an empty item");
-    out.push_back(item);
-    start = comma + 1;
-  }
-  return out;
-}
 
 bool isPort(const std::string& s) {
   if (s.empty() || s.size() > 5) return false;
@@ -71,153 +44,77 @@ std::string civetwebListeningPort(const std::string& address) {
 }
 
 std::string versionText() {
-  return std::string("idemwatch-exporter ") + IDEMWATCH_VERSION + " (revision " + buildRevision() +
-         ")";
+  return versionLine("idemwatch-exporter");
 }
 
-std::string usageText() {
-  return R"(Usage: idemwatch-exporter [flags]
+void declareFlags(CommandLine& cli, ExporterOptions& o) {
+  cli.custom("web.listen-address", "ADDR", "where to serve", o.listenAddress,
+             [&o](const std::string& v) {
+               civetwebListeningPort(v);  // validates
+               o.listenAddress = v;
+             });
+  cli.custom(
+      "web.telemetry-path", "PATH", "path of the metrics", o.telemetryPath,
+      [&o](const std::string& v) {
+        if (v.size() < 2 || v.front() != '/' || v.find_first_of(" ?#") != std::string::npos) {
+          throw badValue("web.telemetry-path", "a path like /metrics (not / itself)", v);
+        }
+        o.telemetryPath = v;
+      });
+  cli.custom("web.config.file", "FILE", "TLS and basic auth, exporter-toolkit format (see README)",
+             "", [&o](const std::string& v) {
+               if (v.empty()) throw badValue("web.config.file", "a file name", v);
+               o.webConfigFile = v;
+             });
+  cli.custom("log.level", "LEVEL", "debug, info, warn or error", "info",
+             [&o](const std::string& v) {
+               const auto level = parseLogLevel(v);
+               if (!level) throw badValue("log.level", "one of debug, info, warn, error", v);
+               o.logLevel = *level;
+             });
+  cli.text("db.dsn", "DSN",
+           "libpq connection string or URI (default: $IDEMWATCH_DSN, else PG* variables)", o.dbDsn);
+  cli.duration("db.statement-timeout", "bound on every statement", o.statementTimeout,
+               milliseconds(1));
+  cli.duration("collect-interval", "how often to read new rows", o.collectInterval,
+               milliseconds(100));
+  cli.duration("ratio-window", "window of the three ratio gauges", o.ratioWindow,
+               milliseconds(1000));
+  cli.integer("max-tracked-gaps", "N", "per table, ids awaiting their row", o.maxTrackedGaps, 1,
+              10'000'000);
+  cli.integer("max-biz-types", "N",
+              "biz_type label values kept; further ones count as \"other\" "
+              "(--reconcile-biz-types are always kept)",
+              o.maxBizTypes, 1, 100'000);
 
-Publishes the idem schema's figures (requests, fund flows, transitions, unsettled records,
-reconciliation) for Prometheus, reading new rows incrementally.
-
-  --web.listen-address=ADDR     where to serve (default :9477)
-  --web.telemetry-path=PATH     path of the metrics (default /metrics)
-  --web.config.file=FILE        TLS and basic auth, exporter-toolkit format (see README)
-  --log.level=LEVEL             debug, info, warn or error (default info)
-  --db.dsn=DSN                  libpq connection string or URI (default: $IDEMWATCH_DSN, else PG* variables)
-  --db.statement-timeout=DUR    bound on every statement (default 10s)
-  --collect-interval=DUR        how often to read new rows (default 5s)
-  --ratio-window=DUR            window of the three ratio gauges (default 5m)
-  --reconcile-interval=DUR      how often to reconcile fund flows with records (default 1m)
-  --reconcile-window=DUR        how far back reconciliation looks (default 24h)
-  --reconcile-grace=DUR         ignore what is younger than this (default 5m)
-  --reconcile-biz-types=LIST    comma-separated biz types that move money (default payment)
-  --max-tracked-gaps=N          per table, ids awaiting their row (default 100000)
-  --max-biz-types=N             biz_type label values kept; further ones count as "other"
-                                (default 100; --reconcile-biz-types are always kept)
-  --version                     print the version and exit
-  -h, --help                    print this help and exit
-)";
+  // Each collector's own flags, then its switches; naming both switches is a contradiction.
+  auto named = std::make_shared<std::set<std::string>>();
+  for (const CollectorRegistration* r : registeredCollectors()) {
+    if (r->declareFlags) r->declareFlags(cli, o);
+    const std::string name = r->name;
+    auto choose = [&o, named, name](bool on) {
+      if (!named->insert(name).second) {
+        throw UsageError("--collector." + name + " and --no-collector." + name +
+                         " contradict each other");
+      }
+      o.collectors[name] = on;
+    };
+    cli.flag("collector." + name,
+             "run the " + name + " collector" + (r->enabledByDefault ? " (default)" : ""),
+             [choose] { choose(true); });
+    cli.flag("no-collector." + name,
+             "do not run the " + name + " collector" + (r->enabledByDefault ? "" : " (default)"),
+             [choose] { choose(false); });
+  }
 }
 
-CommandLine parseCommandLine(const std::vector<std::string>& arguments) {
-  CommandLine result;
-  ExporterOptions& o = result.options;
-  using Setter = std::function<void(const std::string& flag, const std::string& value)>;
-  const std::map<std::string, Setter> setters{
-      {"--web.listen-address",
-       [&](const std::string&, const std::string& v) {
-         civetwebListeningPort(v);  // validates
-         o.listenAddress = v;
-       }},
-      {"--web.telemetry-path",
-       [&](const std::string& f, const std::string& v) {
-         if (v.size() < 2 || v.front() != '/' || v.find_first_of(" ?#") != std::string::npos) {
-           throw UsageError(f + ": \"" + v + "\" must be a path like /metrics (not / itself)");
-         }
-         o.telemetryPath = v;
-       }},
-      {"--web.config.file",
-       [&](const std::string& f, const std::string& v) {
-         if (v.empty()) throw UsageError(f + ": empty file name");
-         o.webConfigFile = v;
-       }},
-      {"--log.level",
-       [&](const std::string& f, const std::string& v) {
-         const auto level = parseLogLevel(v);
-         if (!level) throw UsageError(f + ": \"" + v + "\" is not one of debug, info, warn, error");
-         o.logLevel = *level;
-       }},
-      {"--db.dsn", [&](const std::string&, const std::string& v) { o.dbDsn = v; }},
-      {"--db.statement-timeout",
-       [&](const std::string& f, const std::string& v) {
-         o.statementTimeout = durationValue(f, v, milliseconds(1));
-       }},
-      {"--collect-interval",
-       [&](const std::string& f, const std::string& v) {
-         o.collectInterval = durationValue(f, v, milliseconds(100));
-       }},
-      {"--ratio-window",
-       [&](const std::string& f, const std::string& v) {
-         o.ratioWindow = durationValue(f, v, milliseconds(1000));
-       }},
-      {"--reconcile-interval",
-       [&](const std::string& f, const std::string& v) {
-         o.reconcileInterval = durationValue(f, v, milliseconds(100));
-       }},
-      {"--reconcile-window",
-       [&](const std::string& f, const std::string& v) {
-         o.reconcileWindow = durationValue(f, v, milliseconds(1000));
-       }},
-      {"--reconcile-grace",
-       [&](const std::string& f, const std::string& v) {
-         o.reconcileGrace = durationValue(f, v, milliseconds(0));
-       }},
-      {"--reconcile-biz-types",
-       [&](const std::string& f, const std::string& v) { o.reconcileBizTypes = listValue(f, v); }},
-      {"--max-biz-types",
-       [&](const std::string& f, const std::string& v) {
-         std::size_t used = 0;
-         unsigned long n = 0;
-         try {
-           n = std::stoul(v, &used);
-         } catch (const std::exception&) {
-           used = 0;
-         }
-         if (used != v.size() || v.empty() || n < 1 || n > 100'000) {
-           throw UsageError(f + ": \"" + v + "\" is not a number between 1 and 100000");
-         }
-         o.maxBizTypes = n;
-       }},
-      {"--max-tracked-gaps",
-       [&](const std::string& f, const std::string& v) {
-         std::size_t used = 0;
-         unsigned long n = 0;
-         try {
-           n = std::stoul(v, &used);
-         } catch (const std::exception&) {
-           used = 0;
-         }
-         if (used != v.size() || v.empty() || n < 1 || n > 10'000'000) {
-           throw UsageError(f + ": \"" + v + "\" is not a number between 1 and 10000000");
-         }
-         o.maxTrackedGaps = n;
-       }},
-  };
-
-  for (std::size_t i = 0; i < arguments.size(); ++i) {
-    const std::string& arg = arguments[i];
-    if (arg == "--version") {
-      result.action = CommandLine::Action::PrintVersion;
-      continue;
-    }
-    if (arg == "-h" || arg == "--help") {
-      result.action = CommandLine::Action::PrintHelp;
-      continue;
-    }
-    const std::size_t eq = arg.find('=');
-    const std::string flag = arg.substr(0, eq);
-    const auto setter = setters.find(flag);
-    if (!arg.starts_with("--") || setter == setters.end()) {
-      throw UsageError("unknown flag " + flag + " (see --help)");
-    }
-    std::string value;
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < arguments.size()) {
-      value = arguments[++i];
-    } else {
-      throw UsageError(flag + " needs a value");
-    }
-    setter->second(flag, value);
-  }
-  if (o.reconcileGrace >= o.reconcileWindow) {
-    throw UsageError("--reconcile-grace (" + formatDuration(o.reconcileGrace) +
-                     ") must be shorter than --reconcile-window (" +
-                     formatDuration(o.reconcileWindow) + ")");
-  }
-  return result;
+ExporterOptions parseOptions(const std::vector<std::string>& arguments) {
+  ExporterOptions options;
+  CommandLine cli("idemwatch-exporter", "idemwatch-exporter [flags]");
+  declareFlags(cli, options);
+  std::ostringstream ignored;
+  cli.parse(arguments, ignored);
+  return options;
 }
 
 }  // namespace idem::exporter

@@ -1,15 +1,20 @@
 // The exporter's command line, in the Prometheus exporters' conventions (--web.listen-address,
 // --web.telemetry-path, --web.config.file, --log.level, --version), plus the database and the
-// collection schedule. Parsing is separate from running so that tests pin every error message.
+// collection schedule; each collector declares its own flags beside its code (registry.hpp), and
+// --collector.NAME / --no-collector.NAME choose which run. Parsing is separate from running so that
+// tests pin every error message.
 #pragma once
 
+#include <any>
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <optional>
-#include <stdexcept>
 #include <string>
+#include <typeindex>
 #include <vector>
 
+#include "idem/command_line.hpp"
 #include "log.hpp"
 
 namespace idem::exporter {
@@ -27,6 +32,8 @@ struct ExporterOptions {
 
   milliseconds collectInterval{5'000};
   milliseconds ratioWindow{5 * 60'000};
+  // Declared by the reconciliation collector; fields here because the overcharges collector and
+  // the biz types' bound (reconcileBizTypes are always kept) share them.
   milliseconds reconcileInterval{60'000};
   milliseconds reconcileWindow{24 * 3600'000};
   milliseconds reconcileGrace{5 * 60'000};
@@ -38,24 +45,35 @@ struct ExporterOptions {
   // Ids below the high-water mark whose rows are not visible yet, per table (see
   // incremental_reader.hpp). Past this, the oldest are given up and counted as abandoned.
   std::size_t maxTrackedGaps = 100'000;
+
+  // --collector.NAME (true) and --no-collector.NAME (false); a collector not named here runs if
+  // it is on by default.
+  std::map<std::string, bool> collectors;
+
+  // The settings of a collector that declares its own flags, one object per type: a new collector
+  // binds its flags to settings<ItsSettings>() and needs no field here.
+  template <typename T>
+  T& settings() {
+    std::any& slot = collectorSettings_[typeid(T)];
+    if (!slot.has_value()) slot = T{};
+    return std::any_cast<T&>(slot);
+  }
+  template <typename T>
+  T settings() const {
+    const auto it = collectorSettings_.find(typeid(T));
+    return it == collectorSettings_.end() ? T{} : std::any_cast<const T&>(it->second);
+  }
+
+ private:
+  std::map<std::type_index, std::any> collectorSettings_;
 };
 
-// A bad flag or value: the message is one line that names it; the process exits with 2.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Declares every flag, the exporter's and each registered collector's, bound to `options`.
+void declareFlags(CommandLine& cli, ExporterOptions& options);
 
-struct CommandLine {
-  enum class Action { Run, PrintVersion, PrintHelp };
-  Action action = Action::Run;
-  ExporterOptions options;
-};
+// The options `arguments` give. Throws UsageError; help and version are main's (tests).
+ExporterOptions parseOptions(const std::vector<std::string>& arguments);
 
-// Accepts --flag=value and --flag value. Throws UsageError.
-CommandLine parseCommandLine(const std::vector<std::string>& arguments);
-
-std::string usageText();
 std::string versionText();
 
 // "host:port" as civetweb wants it in listening_ports: ":9477" -> "9477" (every IPv4 address),

@@ -1,10 +1,14 @@
 // The command line: durations in the Prometheus style, every bad flag or value a one-line error
-// that names it with exit code 2, a DSN libpq cannot parse refused at start, an unreadable web
+// that names it with exit code 2, a flag given twice refused, the collectors registered with
+// their --collector.NAME switches, a DSN libpq cannot parse refused at start, an unreadable web
 // config refused at start, and an unreachable database served as db_up 0, not a crash.
 #include <QProcess>
 #include <QTcpServer>
 #include <QtTest>
+#include <set>
 
+#include "collectors/collector_list.hpp"
+#include "collectors/registry.hpp"
 #include "exporter_harness.hpp"
 #include "exporter_options.hpp"
 #include "idem/duration.hpp"
@@ -44,11 +48,64 @@ Run runBinary(const QStringList& args) {
 
 std::string usageError(const std::vector<std::string>& args) {
   try {
-    parseCommandLine(args);
+    parseOptions(args);
   } catch (const UsageError& e) {
     return e.what();
   }
   return "";
+}
+
+// A collector that only this test registers: one file's worth of code, with a flag of its own
+// kept in ExporterOptions::settings<T>(), and nothing else edited anywhere.
+struct ProbeSettings {
+  milliseconds every{7000};
+};
+
+class ProbeCollector : public Collector {
+ public:
+  explicit ProbeCollector(ProbeSettings s) : settings_(s) {}
+  std::string_view name() const override { return "probe"; }
+  std::chrono::milliseconds interval() const override { return settings_.every; }
+  void update(pqxx::connection&) override {}
+  void collect(std::vector<prometheus::MetricFamily>& out) const override {
+    prometheus::MetricFamily f;
+    f.name = "idempotency_test_probe";
+    out.push_back(f);
+  }
+
+ private:
+  ProbeSettings settings_;
+};
+
+[[maybe_unused]] const bool probeRegistered = registerCollector({
+    .name = "probe",
+    .enabledByDefault = false,
+    .order = 1000,
+    .declareFlags =
+        [](CommandLine& cli, ExporterOptions& o) {
+          cli.duration("probe-every", "how often the probe runs", o.settings<ProbeSettings>().every,
+                       milliseconds(1000));
+        },
+    .make = [](const CollectorContext& c) -> std::unique_ptr<Collector> {
+      return std::make_unique<ProbeCollector>(c.options.settings<ProbeSettings>());
+    },
+});
+
+std::set<std::string> familyNames(const ExporterOptions& options) {
+  std::set<std::string> names;
+  for (const auto& f : CollectorSet(options).Collect()) names.insert(f.name);
+  return names;
+}
+
+bool hasStage(const ExporterOptions& options, const std::string& stage) {
+  for (const auto& f : CollectorSet(options).Collect()) {
+    for (const auto& m : f.metric) {
+      for (const auto& l : m.label) {
+        if (l.name == "stage" && l.value == stage) return true;
+      }
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -74,21 +131,21 @@ class TestExporterFlags : public QObject {
   }
 
   void flagsHaveTheirDefaultsAndBothSpellings() {
-    const CommandLine d = parseCommandLine({});
-    QCOMPARE(d.options.listenAddress, std::string(":9477"));
-    QCOMPARE(d.options.telemetryPath, std::string("/metrics"));
-    QCOMPARE(d.options.collectInterval, milliseconds(5000));
-    QCOMPARE(d.options.ratioWindow, milliseconds(300000));
-    QCOMPARE(d.options.reconcileWindow, milliseconds(86400000));
-    QCOMPARE(d.options.reconcileGrace, milliseconds(300000));
-    QCOMPARE(d.options.reconcileBizTypes, std::vector<std::string>{"payment"});
-    const CommandLine c =
-        parseCommandLine({"--collect-interval=1s", "--ratio-window", "1h", "--reconcile-biz-types",
-                          "payment, refund", "--db.dsn", "dbname=x"});
-    QCOMPARE(c.options.collectInterval, milliseconds(1000));
-    QCOMPARE(c.options.ratioWindow, milliseconds(3600000));
-    QCOMPARE(c.options.reconcileBizTypes, (std::vector<std::string>{"payment", "refund"}));
-    QCOMPARE(c.options.dbDsn, std::optional<std::string>("dbname=x"));
+    const ExporterOptions d = parseOptions({});
+    QCOMPARE(d.listenAddress, std::string(":9477"));
+    QCOMPARE(d.telemetryPath, std::string("/metrics"));
+    QCOMPARE(d.collectInterval, milliseconds(5000));
+    QCOMPARE(d.ratioWindow, milliseconds(300000));
+    QCOMPARE(d.reconcileWindow, milliseconds(86400000));
+    QCOMPARE(d.reconcileGrace, milliseconds(300000));
+    QCOMPARE(d.reconcileBizTypes, std::vector<std::string>{"payment"});
+    const ExporterOptions c =
+        parseOptions({"--collect-interval=1s", "--ratio-window", "1h", "--reconcile-biz-types",
+                      "payment, refund", "--db.dsn", "dbname=x"});
+    QCOMPARE(c.collectInterval, milliseconds(1000));
+    QCOMPARE(c.ratioWindow, milliseconds(3600000));
+    QCOMPARE(c.reconcileBizTypes, (std::vector<std::string>{"payment", "refund"}));
+    QCOMPARE(c.dbDsn, std::optional<std::string>("dbname=x"));
     QCOMPARE(civetwebListeningPort(":9477"), std::string("9477"));
     QCOMPARE(civetwebListeningPort("localhost:9"), std::string("127.0.0.1:9"));
     QCOMPARE(civetwebListeningPort("[::1]:9477"), std::string("[::1]:9477"));
@@ -96,9 +153,11 @@ class TestExporterFlags : public QObject {
 
   void badFlagsAreNamed() {
     QVERIFY(usageError({"--nope"}).find("unknown flag --nope") != std::string::npos);
-    QVERIFY(usageError({"--collect-interval", "5x"})
-                .find("--collect-interval: \"5x\" is not a duration") != std::string::npos);
-    QVERIFY(usageError({"--collect-interval=10ms"}).find("too short") != std::string::npos);
+    QCOMPARE(usageError({"--collect-interval", "5x"}),
+             std::string("--collect-interval must be a duration such as 500ms, 5s, 1m or 24h, got "
+                         "'5x'"));
+    QCOMPARE(usageError({"--collect-interval=10ms"}),
+             std::string("--collect-interval must be at least 100ms, got 10ms"));
     QVERIFY(usageError({"--log.level=loud"}).find("--log.level") != std::string::npos);
     QVERIFY(usageError({"--web.listen-address=9477"}).find("needs a port") != std::string::npos);
     QVERIFY(usageError({"--web.listen-address=example.com:9477"}).find("must be an IP address") !=
@@ -114,9 +173,55 @@ class TestExporterFlags : public QObject {
         std::string::npos);
     QVERIFY(usageError({"--max-tracked-gaps=lots"}).find("--max-tracked-gaps") !=
             std::string::npos);
-    QVERIFY(usageError({"--max-biz-types=0"}).find("--max-biz-types: \"0\" is not a number") !=
-            std::string::npos);
+    QCOMPARE(usageError({"--max-biz-types=0"}),
+             std::string("--max-biz-types must be between 1 and 100000, got 0"));
     QVERIFY(usageError({"--db.dsn"}).find("--db.dsn needs a value") != std::string::npos);
+    QCOMPARE(usageError({"extra"}), std::string("unexpected argument 'extra'"));
+  }
+
+  // The exporter used to take the last of two; every program now refuses the second.
+  void aFlagGivenTwiceIsRefused() {
+    QCOMPARE(usageError({"--collect-interval=1s", "--collect-interval", "2s"}),
+             std::string("--collect-interval is given twice"));
+    QCOMPARE(usageError({"--no-collector.fund_flows", "--no-collector.fund_flows"}),
+             std::string("--no-collector.fund_flows is given twice"));
+    QCOMPARE(usageError({"--collector.fund_flows", "--no-collector.fund_flows"}),
+             std::string("--collector.fund_flows and --no-collector.fund_flows contradict each "
+                         "other"));
+  }
+
+  void collectorsRegisterThemselves() {
+    std::vector<std::string> names;
+    for (const CollectorRegistration* r : registeredCollectors()) names.push_back(r->name);
+    QCOMPARE(names,
+             (std::vector<std::string>{"unsettled_records", "requests", "fund_flows", "transitions",
+                                       "reconciliation", "overcharges", "probe"}));
+  }
+
+  void noCollectorRemovesItsFamiliesFromTheScrape() {
+    const std::set<std::string> all = familyNames(parseOptions({}));
+    QVERIFY(all.contains("idempotency_fund_flows_total"));
+    QVERIFY(all.contains("idempotency_duplicate_fund_flow_ratio"));
+    QVERIFY(hasStage(parseOptions({}), "fund_flows"));
+    const ExporterOptions off = parseOptions({"--no-collector.fund_flows"});
+    const std::set<std::string> without = familyNames(off);
+    QVERIFY(!without.contains("idempotency_fund_flows_total"));
+    QVERIFY(!without.contains("idempotency_duplicate_fund_flows_total"));
+    QVERIFY(!without.contains("idempotency_duplicate_fund_flow_ratio"));
+    QVERIFY(!hasStage(off, "fund_flows"));
+    QVERIFY(without.contains("idempotency_requests_total"));  // the others stay
+    QVERIFY(without.contains("idempotency_exporter_db_up"));  // self-health is always on
+  }
+
+  // A collector off by default runs with --collector.NAME, its own flag parsed and validated.
+  void aNewCollectorIsOneFile() {
+    QVERIFY(!familyNames(parseOptions({})).contains("idempotency_test_probe"));
+    const ExporterOptions on = parseOptions({"--collector.probe", "--probe-every=30s"});
+    QCOMPARE(on.settings<ProbeSettings>().every, milliseconds(30000));
+    QVERIFY(familyNames(on).contains("idempotency_test_probe"));
+    QVERIFY(hasStage(on, "probe"));
+    QCOMPARE(usageError({"--probe-every=10ms"}),
+             std::string("--probe-every must be at least 1s, got 10ms"));
   }
 
   void binaryReportsBadFlagsOnOneLineWithExitCode2() {
@@ -127,6 +232,16 @@ class TestExporterFlags : public QObject {
       QVERIFY2(r.stdErr.startsWith("idemwatch-exporter: "), qPrintable(r.stdErr));
       QCOMPARE(r.stdErr.count('\n'), 1);
       QVERIFY2(r.stdErr.contains(args.first().section('=', 0, 0)), qPrintable(r.stdErr));
+    }
+    const Run twice = runBinary({"--web.listen-address=:1", "--web.listen-address=:2"});
+    QCOMPARE(twice.exitCode, 2);
+    QCOMPARE(twice.stdErr,
+             QStringLiteral("idemwatch-exporter: --web.listen-address is given twice\n"));
+    const Run help = runBinary({"--help"});
+    QCOMPARE(help.exitCode, 0);
+    for (const char* line : {"--web.listen-address=ADDR", "(default :9477)", "--reconcile-grace",
+                             "--collector.fund_flows", "--no-collector.overcharges", "--version"}) {
+      QVERIFY2(help.stdOut.contains(line), line);
     }
     const Run version = runBinary({"--version"});
     QCOMPARE(version.exitCode, 0);

@@ -1,5 +1,6 @@
 // Flags and durations: what every idemwatch program accepts, and the one-line errors it gives.
 #include <QtTest>
+#include <sstream>
 
 #include "idem/command_line.hpp"
 #include "idem/connection_settings.hpp"
@@ -9,20 +10,45 @@
 using namespace idem;
 using namespace std::chrono_literals;
 
+// The flags of the tests below, declared as a program declares them.
+struct Flags {
+  std::optional<std::string> dsn;
+  int agents = 4;
+  double rate = 0.5;
+  std::chrono::milliseconds window{5000};
+  std::optional<std::chrono::milliseconds> every;
+  std::vector<std::string> types{"payment"};
+  bool quiet = false;
+  std::string mode = "fast";
+  std::vector<std::string> positionals;
+
+  void declare(CommandLine& cli) {
+    cli.text("db.dsn", "DSN", "where", dsn);
+    cli.integer("agents", "N", "how many", agents, 1, 10);
+    cli.number("rate", "R", "how often", rate, 0, 1);
+    cli.duration("window", "how long", window, 1s);
+    cli.duration("every", "how often", every);
+    cli.list("biz-types", "LIST", "which", types);
+    cli.flag("quiet", "no progress", quiet);
+    cli.custom("mode", "MODE", "fast or slow", mode, [this](const std::string& v) {
+      if (v != "fast" && v != "slow") throw badValue("mode", "fast or slow", v);
+      mode = v;
+    });
+  }
+};
+
 class TestCommandLine : public QObject {
   Q_OBJECT
-  const std::vector<FlagSpec> specs_{{"db.dsn", true, "DSN", ""},
-                                     {"agents", true, "N", ""},
-                                     {"rate", true, "R", ""},
-                                     {"window", true, "D", ""},
-                                     {"quiet", false, "", ""}};
 
-  QString usageError(const std::vector<std::string>& args) {
+  // The message of the UsageError `args` give, empty when they parse.
+  static QString usageError(const std::vector<std::string>& args, bool positionals = false) {
+    Flags flags;
+    CommandLine cli("prog", "prog [flags]");
+    flags.declare(cli);
+    if (positionals) cli.positionals(flags.positionals, 1);
+    std::ostringstream out;
     try {
-      const CommandLine cli(args, specs_);
-      cli.integer("agents", 1, 10);
-      cli.number("rate", 0, 1);
-      cli.duration("window");
+      cli.parse(args, out);
     } catch (const UsageError& e) {
       return QString::fromUtf8(e.what());
     }
@@ -48,27 +74,94 @@ class TestCommandLine : public QObject {
   }
 
   void flagsInBothSpellings() {
-    const CommandLine cli({"--agents=4", "--db.dsn", "host=x", "--quiet", "extra"}, specs_);
-    QCOMPARE(cli.integer("agents", 1, 10), std::optional(4LL));
-    QCOMPARE(cli.value("db.dsn"), std::optional<std::string>("host=x"));
-    QVERIFY(cli.has("quiet"));
-    QCOMPARE(cli.positionals(), std::vector<std::string>{"extra"});
+    Flags flags;
+    CommandLine cli("prog", "prog [flags]");
+    flags.declare(cli);
+    cli.positionals(flags.positionals);
+    std::ostringstream out;
+    QVERIFY(cli.parse({"--agents=4", "--db.dsn", "host=x", "--quiet", "extra", "--every", "1m",
+                       "--biz-types", "a, b", "--rate=0.25", "--mode", "slow", "--window=2s"},
+                      out));
+    QCOMPARE(flags.agents, 4);
+    QCOMPARE(flags.dsn, std::optional<std::string>("host=x"));
+    QVERIFY(flags.quiet);
+    QCOMPARE(flags.positionals, std::vector<std::string>{"extra"});
+    QCOMPARE(flags.every, std::optional<std::chrono::milliseconds>(1min));
+    QCOMPARE(flags.types, (std::vector<std::string>{"a", "b"}));
+    QCOMPARE(flags.rate, 0.25);
+    QCOMPARE(flags.mode, std::string("slow"));
+    QCOMPARE(flags.window, std::chrono::milliseconds(2s));
+    QVERIFY(out.str().empty());
+  }
+
+  void absentFlagsKeepTheirDefaults() {
+    Flags flags;
+    CommandLine cli("prog", "prog [flags]");
+    flags.declare(cli);
+    std::ostringstream out;
+    QVERIFY(cli.parse({}, out));
+    QCOMPARE(flags.agents, 4);
+    QCOMPARE(flags.dsn, std::nullopt);
+    QCOMPARE(flags.every, std::nullopt);
+    QCOMPARE(flags.types, std::vector<std::string>{"payment"});
+    QVERIFY(!flags.quiet);
   }
 
   void badFlagsNameTheProblem() {
     QCOMPARE(usageError({"--agent=4"}), QStringLiteral("unknown flag --agent (see --help)"));
+    QCOMPARE(usageError({"-x"}), QStringLiteral("unknown flag -x (see --help)"));
     QCOMPARE(usageError({"--agents"}), QStringLiteral("--agents needs a value (N)"));
+    QCOMPARE(usageError({"--agents", "--quiet"}), QStringLiteral("--agents needs a value (N)"));
+    QCOMPARE(usageError({"--agents="}), QStringLiteral("--agents needs a value (N)"));
     QCOMPARE(usageError({"--agents=four"}),
              QStringLiteral("--agents must be a whole number, got 'four'"));
     QCOMPARE(usageError({"--agents=11"}),
              QStringLiteral("--agents must be between 1 and 10, got 11"));
+    QCOMPARE(usageError({"--rate=fast"}), QStringLiteral("--rate must be a number, got 'fast'"));
     QCOMPARE(usageError({"--rate=2"}), QStringLiteral("--rate must be between 0 and 1, got 2"));
     QCOMPARE(usageError({"--window=5 minutes"}),
              QStringLiteral(
                  "--window must be a duration such as 500ms, 5s, 1m or 24h, got '5 minutes'"));
+    QCOMPARE(usageError({"--window=10ms"}),
+             QStringLiteral("--window must be at least 1s, got 10ms"));
+    QCOMPARE(usageError({"--biz-types=a,,b"}),
+             QStringLiteral("--biz-types must be a list without an empty item, got 'a,,b'"));
+    QCOMPARE(usageError({"--mode=medium"}),
+             QStringLiteral("--mode must be fast or slow, got 'medium'"));
     QCOMPARE(usageError({"--quiet=yes"}), QStringLiteral("--quiet takes no value"));
     QCOMPARE(usageError({"--agents=1", "--agents=2"}), QStringLiteral("--agents is given twice"));
+    QCOMPARE(usageError({"--quiet", "--quiet"}), QStringLiteral("--quiet is given twice"));
+    QCOMPARE(usageError({"stray"}), QStringLiteral("unexpected argument 'stray'"));
+    QCOMPARE(usageError({"one", "two"}, true), QStringLiteral("unexpected argument 'two'"));
+    QCOMPARE(usageError({"one"}, true), QString());
     QCOMPARE(usageError({"--agents=2"}), QString());
+  }
+
+  void helpIsGeneratedFromTheDeclarations() {
+    Flags flags;
+    CommandLine cli("prog", "prog [flags]", "What prog does.");
+    flags.declare(cli);
+    std::ostringstream out;
+    QVERIFY(!cli.parse({"--agents=1", "--help"}, out));
+    const std::string help = out.str();
+    QVERIFY2(help.starts_with("usage: prog [flags]\n"), help.c_str());
+    for (const char* line : {"  --agents=N", "how many (default 4)", "  --window=DURATION",
+                             "(default 5s)", "  --quiet ", "no progress\n", "(default payment)",
+                             "  -h, --help", "  --version", "What prog does."}) {
+      QVERIFY2(help.find(line) != std::string::npos, line);
+    }
+    QVERIFY2(help.find("--db.dsn=DSN") != std::string::npos, help.c_str());
+    std::ostringstream version;
+    QVERIFY(!cli.parse({"--version"}, version));
+    QVERIFY(version.str().starts_with(std::string("prog ") + IDEMWATCH_VERSION + " (revision "));
+  }
+
+  // Every main ends here: one line, 2 for a usage error, 1 for anything else, never terminate.
+  void guardedMainTurnsEveryExceptionIntoOneLine() {
+    QCOMPARE(guardedMain("prog", [] { return 0; }), 0);
+    QCOMPARE(guardedMain("prog", []() -> int { throw UsageError("bad"); }), 2);
+    QCOMPARE(guardedMain("prog", []() -> int { throw std::runtime_error("broken"); }), 1);
+    QCOMPARE(guardedMain("prog", []() -> int { throw 42; }), 1);
   }
 
   void dsnResolutionOrder() {

@@ -85,6 +85,38 @@ class TestIdemctl : public QObject {
     QCOMPARE(std::count(err_.begin(), err_.end(), '\n'), 1L);
   }
 
+  // The same mistake is worded the same in every subcommand (and in the exporter).
+  void flagMistakesAreWordedOnce() {
+    QCOMPARE(idemctl({"simulate", "--agents=2", "--agents=3"}), 2);
+    QCOMPARE(err_, std::string("idemctl simulate: --agents is given twice\n"));
+    QCOMPARE(idemctl({"migrate", "--no-such-flag"}), 2);
+    QCOMPARE(err_, std::string("idemctl migrate: unknown flag --no-such-flag (see --help)\n"));
+    QCOMPARE(idemctl({"reconcile", "--every"}), 2);
+    QCOMPARE(err_, std::string("idemctl reconcile: --every needs a value (DURATION)\n"));
+    QCOMPARE(
+        idemctl({"settle", "k1", "--to", "FAILED", "--reason", "x", "--override-money-moved=yes"}),
+        2);
+    QCOMPARE(err_, std::string("idemctl settle: --override-money-moved takes no value\n"));
+    QCOMPARE(idemctl({"purge", "--older-than", "soon"}), 2);
+    QCOMPARE(err_, std::string("idemctl purge: --older-than must be a duration such as 500ms, 5s, "
+                               "1m or 24h, got 'soon'\n"));
+    QCOMPARE(idemctl({"simulate", "--biz-types=payment,,refund"}), 2);
+    QVERIFY2(errSays("--biz-types must be a list without an empty item"), err_.c_str());
+    QCOMPARE(idemctl({"expire-leases", "extra"}), 2);
+    QCOMPARE(err_, std::string("idemctl expire-leases: unexpected argument 'extra'\n"));
+  }
+
+  void helpShowsEachFlagWithItsDefault() {
+    QCOMPARE(idemctl({"simulate", "-h"}), 0);
+    for (const char* line :
+         {"--agents=N", "(default 4)", "--lease=DURATION", "(default 15s)", "--biz-types=LIST",
+          "(default payment,refund,coupon)", "--quiet", "-h, --help"}) {
+      QVERIFY2(outSays(line), line);
+    }
+    QCOMPARE(idemctl({"migrate", "--version"}), 0);
+    QVERIFY2(outSays(std::string("idemctl migrate ") + IDEMWATCH_VERSION), out_.c_str());
+  }
+
   void helpDocumentsTheExitCodesAndFlags() {
     QCOMPARE(idemctl({"settle", "--help"}), 0);
     for (const char* line :

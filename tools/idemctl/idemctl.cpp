@@ -62,6 +62,13 @@ int run(const std::vector<std::string>& args, Streams streams, const std::atomic
   } catch (const MigrationError& e) {
     streams.err << "idemctl " << command << ": " << e.what() << "\n";
     return kFailed;
+  } catch (const std::exception& e) {
+    // Anything else still ends in one line and exit code 1, never in std::terminate.
+    streams.err << "idemctl " << command << ": " << e.what() << "\n";
+    return kFailed;
+  } catch (...) {
+    streams.err << "idemctl " << command << ": an unexpected error (not a std::exception)\n";
+    return kFailed;
   }
 }
 

@@ -3,6 +3,7 @@
 #include <csignal>
 #include <iostream>
 
+#include "idem/command_line.hpp"
 #include "idemctl.hpp"
 
 namespace {
@@ -15,6 +16,8 @@ extern "C" void onSignal(int) {
 int main(int argc, char** argv) {
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
-  const std::vector<std::string> args(argv + 1, argv + argc);
-  return idem::ctl::run(args, {std::cout, std::cerr, isatty(STDERR_FILENO) == 1}, stopRequested);
+  return idem::guardedMain("idemctl", [&] {
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    return idem::ctl::run(args, {std::cout, std::cerr, isatty(STDERR_FILENO) == 1}, stopRequested);
+  });
 }

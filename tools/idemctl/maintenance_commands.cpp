@@ -11,38 +11,30 @@
 namespace idem::ctl {
 
 int runExpireLeases(const std::vector<std::string>& args, Streams streams) {
-  const std::vector<FlagSpec> specs{dsnFlag(), helpFlag()};
-  const CommandLine cli(args, specs);
-  if (cli.has("help")) {
-    streams.out << "usage: idemctl expire-leases [flags]\n\n" << CommandLine::describe(specs);
-    return kOk;
-  }
-  auto connection = connect(connectionFrom(cli, "idemctl expire-leases"));
+  std::optional<std::string> dsn;
+  CommandLine cli("idemctl expire-leases", "idemctl expire-leases [flags]");
+  declareDsn(cli, dsn);
+  if (!cli.parse(args, streams.out)) return kOk;
+  auto connection = connect(connectionFrom(dsn, "idemctl expire-leases"));
   const int n = ProtocolClient(*connection).expireLeases();
   streams.out << n << " record(s) past their lease are now UNKNOWN\n";
   return kOk;
 }
 
 int runPurge(const std::vector<std::string>& args, Streams streams) {
-  const std::vector<FlagSpec> specs{
-      {"older-than", true, "DURATION",
-       "age of the SUCCESS and FAILED records to remove, e.g. 30d (required)"},
-      dsnFlag(),
-      helpFlag()};
-  const CommandLine cli(args, specs);
-  if (cli.has("help")) {
-    streams.out << "usage: idemctl purge --older-than 30d [flags]\n\n"
-                << CommandLine::describe(specs)
-                << "\nRetention, run as the schema's owner. Each removed record leaves a "
-                   "tombstone of its key in\nidem.retired_keys: a later begin under the key is "
-                   "`retired`, a new key for a paid business\nobject `rejected`. PROCESSING and "
-                   "UNKNOWN records and their history are never removed; fund\nflows are the "
-                   "ledger and are kept.\n";
-    return kOk;
-  }
-  const auto age = cli.duration("older-than");
+  std::optional<std::chrono::milliseconds> age;
+  std::optional<std::string> dsn;
+  CommandLine cli("idemctl purge", "idemctl purge --older-than 30d [flags]",
+                  "Retention, run as the schema's owner. Each removed record leaves a tombstone of "
+                  "its key in\nidem.retired_keys: a later begin under the key is `retired`, a new "
+                  "key for a paid business\nobject `rejected`. PROCESSING and UNKNOWN records and "
+                  "their history are never removed; fund\nflows are the ledger and are kept.");
+  cli.duration("older-than", "age of the SUCCESS and FAILED records to remove, e.g. 30d (required)",
+               age);
+  declareDsn(cli, dsn);
+  if (!cli.parse(args, streams.out)) return kOk;
   if (!age || age->count() <= 0) throw UsageError("--older-than is required and must be positive");
-  auto connection = connect(connectionFrom(cli, "idemctl purge"));
+  auto connection = connect(connectionFrom(dsn, "idemctl purge"));
   return translatingErrors("purge", [&] {
     pqxx::nontransaction tx(*connection);
     const pqxx::row r = tx.exec_params1(

@@ -27,32 +27,25 @@ std::string describeVersion(int version) {
 }  // namespace
 
 int runMigrate(const std::vector<std::string>& args, Streams streams) {
-  const std::vector<FlagSpec> specs{
-      dsnFlag(),
-      {"sql-dir", true, "DIR", "apply NNN_*.sql files from DIR instead of the bundled ones"},
-      {"up-to", true, "N",
-       "apply only the migrations numbered up to N (e.g. 5: a version-1 schema, for upgrade "
-       "tests)"},
-      helpFlag()};
-  const CommandLine cli(args, specs);
-  if (cli.has("help")) {
-    streams.out << "usage: idemctl migrate [flags]\n\n"
-                << CommandLine::describe(specs)
-                << "\nUpgrades a database of any earlier version in place, with its data. Once "
-                   "the schema is at\ncontract version 2, every idem function's EXECUTE grants "
-                   "are compared with the contract's\nrole table; any difference fails the run "
-                   "and nothing is applied.\n";
-    return kOk;
-  }
-  if (!cli.positionals().empty()) {
-    throw UsageError("unexpected argument '" + cli.positionals().front() + "'");
-  }
+  std::optional<std::string> dsn, sqlDir;
+  std::optional<int> upTo;
+  CommandLine cli("idemctl migrate", "idemctl migrate [flags]",
+                  "Upgrades a database of any earlier version in place, with its data. Once the "
+                  "schema is at\ncontract version 2, every idem function's EXECUTE grants are "
+                  "compared with the contract's\nrole table; any difference fails the run and "
+                  "nothing is applied.");
+  declareDsn(cli, dsn);
+  cli.text("sql-dir", "DIR", "apply NNN_*.sql files from DIR instead of the bundled ones", sqlDir);
+  cli.integer("up-to", "N",
+              "apply only the migrations numbered up to N (e.g. 5: a version-1 schema, for "
+              "upgrade tests)",
+              upTo, 1, 999);
+  if (!cli.parse(args, streams.out)) return kOk;
 
-  const std::vector<Migration> migrations =
-      cli.has("sql-dir") ? loadMigrations(*cli.value("sql-dir")) : bundledMigrations();
+  const std::vector<Migration> migrations = sqlDir ? loadMigrations(*sqlDir) : bundledMigrations();
   MigrateOptions options;
-  if (auto upTo = cli.integer("up-to", 1, 999)) options.upTo = static_cast<int>(*upTo);
-  auto connection = connect(connectionFrom(cli, "idemctl migrate"));
+  if (upTo) options.upTo = *upTo;
+  auto connection = connect(connectionFrom(dsn, "idemctl migrate"));
   const int before = schemaVersion(*connection);
   const MigrationReport report = migrate(*connection, migrations, options);
   const int after = schemaVersion(*connection);

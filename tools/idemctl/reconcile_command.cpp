@@ -92,28 +92,22 @@ void sleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& st
 
 int runReconcile(const std::vector<std::string>& args, Streams streams,
                  const std::atomic<bool>& stop) {
-  const std::vector<FlagSpec> specs{
-      {"every", true, "DURATION",
-       "run a round this often until SIGINT or SIGTERM, e.g. 1m (default: one round, then exit)"},
-      dsnFlag(),
-      helpFlag()};
-  const CommandLine cli(args, specs);
-  if (cli.has("help")) {
-    streams.out << "usage: idemctl reconcile [--every 1m] [flags]\n\n"
-                << CommandLine::describe(specs)
-                << "\nRuns as a login granted idem_reconciler. Each round prints how many records "
-                   "it resolved\nand their keys. With --every, a failed round is reported and "
-                   "the next one reconnects.\nExit codes: 0 done (or stopped by a signal), 1 "
-                   "failed (once: any error; --every: the\nfirst connection), 2 usage.\n";
-    return kOk;
-  }
-  if (!cli.positionals().empty()) {
-    throw UsageError("unexpected argument '" + cli.positionals().front() + "'");
-  }
-  const auto every = cli.duration("every");
+  std::optional<std::string> dsn;
+  std::optional<std::chrono::milliseconds> every;
+  CommandLine cli("idemctl reconcile", "idemctl reconcile [--every 1m] [flags]",
+                  "Runs as a login granted idem_reconciler. Each round prints how many records it "
+                  "resolved\nand their keys. With --every, a failed round is reported and the next "
+                  "one reconnects.\nExit codes: 0 done (or stopped by a signal), 1 failed (once: "
+                  "any error; --every: the\nfirst connection), 2 usage.");
+  cli.duration("every",
+               "run a round this often until SIGINT or SIGTERM, e.g. 1m (default: one round, then "
+               "exit)",
+               every);
+  declareDsn(cli, dsn);
+  if (!cli.parse(args, streams.out)) return kOk;
   if (every && every->count() <= 0) throw UsageError("--every must be positive, e.g. 1m");
 
-  const ConnectionSettings settings = connectionFrom(cli, "idemctl reconcile");
+  const ConnectionSettings settings = connectionFrom(dsn, "idemctl reconcile");
   auto connection = connect(settings);
   requireReconciler(*connection);
   if (!every) {

@@ -7,8 +7,7 @@
 namespace idem::ctl {
 namespace {
 
-constexpr const char* kExitCodes = R"(
-exit codes:
+constexpr const char* kExitCodes = R"(exit codes:
   0  settled (or corrected FAILED -> SUCCESS)
   1  failed: the database could not be reached or answered with an error
   2  usage: a flag is missing or wrong, a blank reason, evidence that is not JSON
@@ -44,54 +43,53 @@ void printFlows(std::ostream& err, const std::vector<FundFlow>& flows) {
 }  // namespace
 
 int runSettle(const std::vector<std::string>& args, Streams streams) {
-  const std::vector<FlagSpec> specs{
-      {"to", true, "SUCCESS|FAILED", "the decision"},
-      {"reason", true, "TEXT", "why: the evidence the decision rests on (required)"},
-      {"evidence", true, "JSON", "supporting evidence, e.g. '{\"gateway_ref\": \"...\"}'"},
-      {"expect-version", true, "N",
-       "the version you looked at; refused if the record changed since (default: current)"},
-      {"override-money-moved", false, "",
-       "settle FAILED although money moved for the business object (only when the gateway "
-       "confirms no charge stands; quote it in --reason); the evidence records the override"},
-      {"override-debit-warning", false, "", "deprecated: the old name of --override-money-moved"},
-      dsnFlag(),
-      helpFlag()};
-  const CommandLine cli(args, specs);
-  if (cli.has("help")) {
-    streams.out << "usage: idemctl settle KEY --to SUCCESS|FAILED --reason TEXT [flags]\n\n"
-                << CommandLine::describe(specs) << kExitCodes;
-    return kOk;
-  }
-  if (cli.positionals().size() != 1) {
+  std::optional<std::string> to, reason, evidence, dsn;
+  std::optional<int> expectVersion;
+  bool overrideMoneyMoved = false, overrideDebitWarning = false;
+  std::vector<std::string> keys;
+  CommandLine cli("idemctl settle", "idemctl settle KEY --to SUCCESS|FAILED --reason TEXT [flags]",
+                  kExitCodes);
+  cli.text("to", "SUCCESS|FAILED", "the decision", to);
+  cli.text("reason", "TEXT", "why: the evidence the decision rests on (required)", reason);
+  cli.text("evidence", "JSON", "supporting evidence, e.g. '{\"gateway_ref\": \"...\"}'", evidence);
+  cli.integer("expect-version", "N",
+              "the version you looked at; refused if the record changed since (default: current)",
+              expectVersion, 1, 1'000'000'000);
+  cli.flag("override-money-moved",
+           "settle FAILED although money moved for the business object (only when the gateway "
+           "confirms no charge stands; quote it in --reason); the evidence records the override",
+           overrideMoneyMoved);
+  cli.flag("override-debit-warning", "deprecated: the old name of --override-money-moved",
+           overrideDebitWarning);
+  declareDsn(cli, dsn);
+  cli.positionals(keys);
+  if (!cli.parse(args, streams.out)) return kOk;
+  if (keys.size() != 1) {
     throw UsageError(
         "needs exactly one idempotency key, e.g. idemctl settle pay-42:pay:1 --to FAILED "
         "--reason '...'");
   }
-  if (!cli.has("to")) throw UsageError("--to is required (SUCCESS or FAILED)");
-  if (!cli.has("reason")) {
-    throw UsageError("--reason is required: say what evidence the decision rests on");
-  }
+  if (!to) throw UsageError("--to is required (SUCCESS or FAILED)");
+  if (!reason) throw UsageError("--reason is required: say what evidence the decision rests on");
 
   SettleRequest request;
-  request.key = cli.positionals().front();
-  const auto to = tryParse<RecordStatus>(*cli.value("to"));
-  if (!to || (*to != RecordStatus::Success && *to != RecordStatus::Failed)) {
-    throw UsageError("--to must be SUCCESS or FAILED, got '" + *cli.value("to") + "'");
+  request.key = keys.front();
+  const auto status = tryParse<RecordStatus>(*to);
+  if (!status || (*status != RecordStatus::Success && *status != RecordStatus::Failed)) {
+    throw badValue("to", "SUCCESS or FAILED", *to);
   }
-  request.to = *to;
-  request.reason = *cli.value("reason");
-  request.evidence = cli.value("evidence");
-  if (auto v = cli.integer("expect-version", 1, 1'000'000'000)) {
-    request.expectedVersion = static_cast<int>(*v);
-  }
-  if (cli.has("override-debit-warning")) {
+  request.to = *status;
+  request.reason = *reason;
+  request.evidence = evidence;
+  if (expectVersion) request.expectedVersion = *expectVersion;
+  if (overrideDebitWarning) {
     streams.err << "idemctl settle: --override-debit-warning is deprecated, use "
                    "--override-money-moved (it now covers every flow that moves money, not only "
                    "DEBIT)\n";
   }
-  request.overrideMoneyMoved = cli.has("override-money-moved") || cli.has("override-debit-warning");
+  request.overrideMoneyMoved = overrideMoneyMoved || overrideDebitWarning;
 
-  auto connection = connect(connectionFrom(cli, "idemctl settle"));
+  auto connection = connect(connectionFrom(dsn, "idemctl settle"));
   const SettleOutcome outcome = settleRecord(*connection, request);
   const bool refused =
       outcome.verdict != SettleVerdict::Settled && outcome.verdict != SettleVerdict::InvalidInput;

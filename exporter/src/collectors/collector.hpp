@@ -1,5 +1,5 @@
 // The collector interface, after Prometheus' node_exporter: one small collector per concern, each
-// in its own file, all registered in one list (collector_list.cpp). The collection thread calls
+// in its own file, registering itself at its end (registry.hpp). The collection thread calls
 // update() with the one database connection; scrapes call collect() from the web server's threads.
 // A collector holds its own lock only to swap in-memory numbers, never across a database call, so
 // a scrape never waits on the database.

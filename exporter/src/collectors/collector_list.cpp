@@ -1,30 +1,44 @@
 #include "collectors/collector_list.hpp"
 
-#include "collectors/fund_flows_collector.hpp"
-#include "collectors/overcharges_collector.hpp"
-#include "collectors/requests_collector.hpp"
-#include "collectors/transitions_collector.hpp"
-#include "collectors/unsettled_records_collector.hpp"
+#include "collectors/registry.hpp"
 
 namespace idem::exporter {
+namespace {
 
-CollectorSet::CollectorSet(const CollectorSettings& settings)
+std::vector<const CollectorRegistration*> enabled(const ExporterOptions& options) {
+  std::vector<const CollectorRegistration*> out;
+  for (const CollectorRegistration* r : registeredCollectors()) {
+    if (isEnabled(*r, options)) out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<std::string> tablesOf(const std::vector<const CollectorRegistration*>& registrations) {
+  std::vector<std::string> tables;
+  for (const CollectorRegistration* r : registrations) {
+    tables.insert(tables.end(), r->tables.begin(), r->tables.end());
+  }
+  return tables;
+}
+
+}  // namespace
+
+CollectorSet::CollectorSet(const ExporterOptions& options)
     // Biz types that move money are always kept and have series from the first scrape, before
     // any row names them.
-    : bizTypes_(std::make_shared<BizTypes>(settings.maxBizTypes, settings.reconciliation.bizTypes)),
-      readStats_({"attempts", "fund_flows", "transitions"}) {
-  collectors_.push_back(std::make_unique<UnsettledRecordsCollector>(bizTypes_));
-  collectors_.push_back(
-      std::make_unique<RequestsCollector>(bizTypes_, settings.reader, readStats_));
-  collectors_.push_back(
-      std::make_unique<FundFlowsCollector>(bizTypes_, settings.reader, readStats_));
-  collectors_.push_back(std::make_unique<TransitionsCollector>(settings.reader, readStats_));
-  collectors_.push_back(std::make_unique<ReconciliationCollector>(settings.reconciliation));
-  collectors_.push_back(std::make_unique<OverchargesCollector>(settings.reconciliation));
-
+    : bizTypes_(std::make_shared<BizTypes>(options.maxBizTypes, options.reconcileBizTypes)) {
+  const std::vector<const CollectorRegistration*> registrations = enabled(options);
+  readStats_ = std::make_unique<ReadStats>(tablesOf(registrations));
+  ReaderLimits reader;
+  reader.window = options.ratioWindow;
+  reader.maxTrackedGaps = options.maxTrackedGaps;
+  const CollectorContext context{options, bizTypes_, reader, *readStats_};
   std::vector<std::string> stages{"connect"};
-  for (const auto& c : collectors_) stages.emplace_back(c->name());
-  auto health = std::make_unique<SelfHealthCollector>(readStats_, *bizTypes_, stages);
+  for (const CollectorRegistration* r : registrations) {
+    collectors_.push_back(r->make(context));
+    stages.emplace_back(collectors_.back()->name());
+  }
+  auto health = std::make_unique<SelfHealthCollector>(*readStats_, *bizTypes_, stages);
   health_ = health.get();
   collectors_.push_back(std::move(health));
 }

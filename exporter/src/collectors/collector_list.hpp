@@ -1,6 +1,6 @@
-// The one list of collectors, and the prometheus::Collectable that serves them: a scrape asks
-// every collector for its in-memory families, in this order. Adding a figure means adding a
-// collector here, not editing a central switch.
+// The collectors that run, built from the registry (registry.hpp) and the options, and the
+// prometheus::Collectable that serves them: a scrape asks every collector for its in-memory
+// families, in collection order, self-health (always on) last.
 #pragma once
 
 #include <prometheus/collectable.h>
@@ -10,22 +10,15 @@
 
 #include "collectors/biz_types.hpp"
 #include "collectors/collector.hpp"
-#include "collectors/reconciliation_collector.hpp"
 #include "collectors/self_health_collector.hpp"
-#include "incremental_reader.hpp"
+#include "exporter_options.hpp"
 #include "read_stats.hpp"
 
 namespace idem::exporter {
 
-struct CollectorSettings {
-  ReaderLimits reader;  // window = --ratio-window
-  ReconciliationSettings reconciliation;
-  std::size_t maxBizTypes = 100;  // --max-biz-types
-};
-
 class CollectorSet : public prometheus::Collectable {
  public:
-  explicit CollectorSet(const CollectorSettings& settings);
+  explicit CollectorSet(const ExporterOptions& options);
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
@@ -35,7 +28,7 @@ class CollectorSet : public prometheus::Collectable {
 
  private:
   std::shared_ptr<BizTypes> bizTypes_;
-  ReadStats readStats_;
+  std::unique_ptr<ReadStats> readStats_;
   std::vector<std::unique_ptr<Collector>> collectors_;
   SelfHealthCollector* health_ = nullptr;  // one of collectors_
 };

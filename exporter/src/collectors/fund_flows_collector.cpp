@@ -3,6 +3,7 @@
 #include <limits>
 #include <pqxx/pqxx>
 
+#include "collectors/registry.hpp"
 #include "idem/vocabulary.hpp"
 #include "log.hpp"
 #include "metric_families.hpp"
@@ -93,5 +94,14 @@ void FundFlowsCollector::collect(std::vector<prometheus::MetricFamily>& out) con
   out.push_back(std::move(duplicates));
   out.push_back(std::move(ratio));
 }
+
+// The fund flows collector joins the registry (registry.hpp).
+[[maybe_unused]] const bool registered = registerCollector(
+    {.name = "fund_flows",
+     .order = 30,
+     .tables = {"fund_flows"},
+     .make = [](const CollectorContext& c) {
+       return std::make_unique<FundFlowsCollector>(c.bizTypes, c.reader, c.readStats);
+     }});
 
 }  // namespace idem::exporter

@@ -3,6 +3,7 @@
 #include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 
+#include "collectors/registry.hpp"
 #include "metric_families.hpp"
 
 namespace idem::exporter {
@@ -91,5 +92,18 @@ void OverchargesCollector::collect(std::vector<prometheus::MetricFamily>& out) c
   out.push_back(std::move(objects));
   out.push_back(std::move(amounts));
 }
+
+// The overcharges collector joins the registry (registry.hpp).
+[[maybe_unused]] const bool registered = registerCollector({
+    .name = "overcharges",
+    .order = 60,
+    // Its flags are the reconciliation's (--reconcile-interval, -window, -biz-types).
+    .make =
+        [](const CollectorContext& c) {
+          const ExporterOptions& o = c.options;
+          return std::make_unique<OverchargesCollector>(ReconciliationSettings{
+              o.reconcileInterval, o.reconcileWindow, o.reconcileGrace, o.reconcileBizTypes});
+        },
+});
 
 }  // namespace idem::exporter

@@ -3,6 +3,8 @@
 #include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 
+#include "collectors/registry.hpp"
+#include "idem/duration.hpp"
 #include "metric_families.hpp"
 
 namespace idem::exporter {
@@ -127,5 +129,34 @@ void ReconciliationCollector::collect(std::vector<prometheus::MetricFamily>& out
   out.push_back(std::move(mismatches));
   out.push_back(std::move(last));
 }
+
+// The reconciliation collector joins the registry (registry.hpp).
+[[maybe_unused]] const bool registered = registerCollector({
+    .name = "reconciliation",
+    .order = 50,
+    .declareFlags =
+        [](CommandLine& cli, ExporterOptions& o) {
+          cli.duration("reconcile-interval", "how often to reconcile fund flows with records",
+                       o.reconcileInterval, std::chrono::milliseconds(100));
+          cli.duration("reconcile-window", "how far back reconciliation looks", o.reconcileWindow,
+                       std::chrono::milliseconds(1000));
+          cli.duration("reconcile-grace", "ignore what is younger than this", o.reconcileGrace);
+          cli.list("reconcile-biz-types", "LIST", "comma-separated biz types that move money",
+                   o.reconcileBizTypes);
+          cli.check([&o] {
+            if (o.reconcileGrace >= o.reconcileWindow) {
+              throw UsageError("--reconcile-grace (" + formatDuration(o.reconcileGrace) +
+                               ") must be shorter than --reconcile-window (" +
+                               formatDuration(o.reconcileWindow) + ")");
+            }
+          });
+        },
+    .make =
+        [](const CollectorContext& c) {
+          const ExporterOptions& o = c.options;
+          return std::make_unique<ReconciliationCollector>(ReconciliationSettings{
+              o.reconcileInterval, o.reconcileWindow, o.reconcileGrace, o.reconcileBizTypes});
+        },
+});
 
 }  // namespace idem::exporter

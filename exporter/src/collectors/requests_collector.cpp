@@ -4,6 +4,7 @@
 #include <limits>
 #include <pqxx/pqxx>
 
+#include "collectors/registry.hpp"
 #include "idem/vocabulary.hpp"
 #include "log.hpp"
 #include "metric_families.hpp"
@@ -120,5 +121,14 @@ void RequestsCollector::collect(std::vector<prometheus::MetricFamily>& out) cons
   out.push_back(std::move(hit));
   out.push_back(std::move(retry));
 }
+
+// The requests collector joins the registry (registry.hpp).
+[[maybe_unused]] const bool registered = registerCollector(
+    {.name = "requests",
+     .order = 20,
+     .tables = {"attempts"},
+     .make = [](const CollectorContext& c) {
+       return std::make_unique<RequestsCollector>(c.bizTypes, c.reader, c.readStats);
+     }});
 
 }  // namespace idem::exporter

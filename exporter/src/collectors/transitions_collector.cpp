@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include "collectors/registry.hpp"
 #include "idem/database_error.hpp"
 #include "idem/vocabulary.hpp"
 #include "log.hpp"
@@ -122,5 +123,14 @@ void TransitionsCollector::collect(std::vector<prometheus::MetricFamily>& out) c
   }
   out.push_back(std::move(family));
 }
+
+// The transitions collector joins the registry (registry.hpp).
+[[maybe_unused]] const bool registered =
+    registerCollector({.name = "transitions",
+                       .order = 40,
+                       .tables = {"transitions"},
+                       .make = [](const CollectorContext& c) {
+                         return std::make_unique<TransitionsCollector>(c.reader, c.readStats);
+                       }});
 
 }  // namespace idem::exporter

@@ -4,6 +4,7 @@
 #include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 
+#include "collectors/registry.hpp"
 #include "metric_families.hpp"
 
 namespace idem::exporter {
@@ -107,5 +108,11 @@ void UnsettledRecordsCollector::collect(std::vector<prometheus::MetricFamily>& o
   out.push_back(std::move(stuck));
   out.push_back(std::move(oldest));
 }
+
+// The unsettled records collector joins the registry (registry.hpp).
+[[maybe_unused]] const bool registered = registerCollector(
+    {.name = "unsettled_records", .order = 10, .make = [](const CollectorContext& c) {
+       return std::make_unique<UnsettledRecordsCollector>(c.bizTypes);
+     }});
 
 }  // namespace idem::exporter
