@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dashboard_lint.hpp"
+#include "idem/command_line.hpp"
 #include "runbook_check.hpp"
 #include "template_vars.hpp"
 
@@ -19,7 +20,7 @@ using namespace idemwatch::dashlint;
 constexpr int kExitProblems = 1;
 constexpr int kExitUsage = 2;
 
-constexpr const char* kUsage = R"(usage:
+constexpr const char* kModes = R"(modes:
   idemwatch-dashboard-lint DASHBOARD.json...
       Lint the dashboards: one line per problem (file: where: what), exit 1 if any.
   idemwatch-dashboard-lint --print-exprs [--with-source] --set NAME=VALUE... DASHBOARD.json...
@@ -51,48 +52,36 @@ bool readFile(const std::string& path, std::string& content) {
   return true;
 }
 
-int usageError(const std::string& message) {
-  std::cerr << "idemwatch-dashboard-lint: " << message << "\n" << kUsage;
-  return kExitUsage;
+[[noreturn]] int usageError(const std::string& message) {
+  throw idem::UsageError(message);
 }
 
-// Returns a usage exit code, or -1 when the options are good.
-int parseOptions(int argc, char** argv, Options& options) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-h" || arg == "--help") {
-      std::cout << kUsage;
-      return 0;
-    } else if (arg == "--print-exprs") {
-      options.mode = Options::Mode::PrintExprs;
-    } else if (arg == "--check-runbooks") {
-      options.mode = Options::Mode::CheckRunbooks;
-    } else if (arg == "--with-source") {
-      options.withSource = true;
-    } else if (arg == "--set" || arg.rfind("--set=", 0) == 0) {
-      std::string assignment;
-      if (arg == "--set") {
-        if (++i >= argc) return usageError("--set needs NAME=VALUE");
-        assignment = argv[i];
-      } else {
-        assignment = arg.substr(6);
-      }
-      const std::size_t eq = assignment.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        return usageError("--set needs NAME=VALUE, got \"" + assignment + "\"");
-      }
-      options.values[assignment.substr(0, eq)] = assignment.substr(eq + 1);
-    } else if (arg.rfind('-', 0) == 0 && arg.size() > 1) {
-      return usageError("unknown option " + arg);
-    } else {
-      options.files.push_back(arg);
+// False when --help or --version was answered. Throws idem::UsageError.
+bool parseOptions(int argc, char** argv, Options& options) {
+  idem::CommandLine cli("idemwatch-dashboard-lint", "idemwatch-dashboard-lint [flags] FILE...",
+                        kModes);
+  cli.flag("print-exprs", "print every panel query instead of linting",
+           [&] { options.mode = Options::Mode::PrintExprs; });
+  cli.flag("check-runbooks", "check the alerts' runbook links instead of linting",
+           [&] { options.mode = Options::Mode::CheckRunbooks; });
+  cli.flag("with-source", "with --print-exprs: the file, panel and refId before each query",
+           options.withSource);
+  cli.each("set", "NAME=VALUE", "with --print-exprs: the value of a dashboard variable",
+           [&](const std::string& assignment) {
+             const std::size_t eq = assignment.find('=');
+             if (eq == std::string::npos || eq == 0) {
+               throw idem::badValue("set", "NAME=VALUE", assignment);
+             }
+             options.values[assignment.substr(0, eq)] = assignment.substr(eq + 1);
+           });
+  cli.positionals(options.files);
+  cli.check([&] {
+    if (options.files.empty()) usageError("no files given");
+    if (options.withSource && options.mode != Options::Mode::PrintExprs) {
+      usageError("--with-source goes with --print-exprs");
     }
-  }
-  if (options.files.empty()) return usageError("no files given");
-  if (options.withSource && options.mode != Options::Mode::PrintExprs) {
-    return usageError("--with-source goes with --print-exprs");
-  }
-  return -1;
+  });
+  return cli.parse(std::vector<std::string>(argv + 1, argv + argc), std::cout);
 }
 
 bool loadDashboards(const std::vector<std::string>& paths, std::vector<DashboardFile>& out) {
@@ -171,7 +160,11 @@ int checkRunbooks(const Options& options) {
   for (const std::string& path : rules) {
     std::string yaml;
     if (!readFile(path, yaml)) return kExitUsage;
-    alerts += parseAlertRules(yaml).size();
+    try {
+      alerts += parseAlertRules(yaml).size();
+    } catch (const RuleFileError& e) {
+      throw std::runtime_error(path + ": " + e.what());
+    }
     std::vector<Problem> own = checkAlertRules(path, yaml, runbookPath, anchors);
     problems.insert(problems.end(), own.begin(), own.end());
   }
@@ -185,19 +178,18 @@ int checkRunbooks(const Options& options) {
 
 }  // namespace
 
-int main(int argc, char** argv) try {
-  Options options;
-  if (const int code = parseOptions(argc, argv, options); code >= 0) return code;
-  switch (options.mode) {
-    case Options::Mode::PrintExprs:
-      return printExprs(options);
-    case Options::Mode::CheckRunbooks:
-      return checkRunbooks(options);
-    case Options::Mode::Lint:
-      break;
-  }
-  return lint(options);
-} catch (const std::exception& e) {
-  std::cerr << "idemwatch-dashboard-lint: " << e.what() << "\n";
-  return kExitUsage;
+int main(int argc, char** argv) {
+  return idem::guardedMain("idemwatch-dashboard-lint", [&] {
+    Options options;
+    if (!parseOptions(argc, argv, options)) return 0;
+    switch (options.mode) {
+      case Options::Mode::PrintExprs:
+        return printExprs(options);
+      case Options::Mode::CheckRunbooks:
+        return checkRunbooks(options);
+      case Options::Mode::Lint:
+        break;
+    }
+    return lint(options);
+  });
 }

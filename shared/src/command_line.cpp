@@ -1,6 +1,7 @@
 #include "idem/command_line.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <iostream>
@@ -18,6 +19,7 @@ struct CommandLine::Flag {
   std::string defaultText;
   std::function<void(const std::string&)> set;
   CLI::Option* option = nullptr;
+  bool repeatable = false;
 };
 
 namespace {
@@ -201,6 +203,11 @@ void CommandLine::custom(const std::string& name, const std::string& placeholder
   add(name, placeholder, help, defaultText, std::move(set));
 }
 
+void CommandLine::each(const std::string& name, const std::string& placeholder,
+                       const std::string& help, std::function<void(const std::string&)> set) {
+  add(name, placeholder, help, "", std::move(set)).repeatable = true;
+}
+
 void CommandLine::positionals(std::vector<std::string>& target, std::size_t max) {
   positionals_ = &target;
   maxPositionals_ = max;
@@ -264,17 +271,21 @@ bool CommandLine::parse(const std::vector<std::string>& args, std::ostream& out)
 
   for (const auto& f : flags_) {
     if (f->option->count() == 0) continue;
-    if (f->option->count() > 1) throw UsageError(flagName(f->name) + " is given twice");
+    if (f->option->count() > 1 && !f->repeatable) {
+      throw UsageError(flagName(f->name) + " is given twice");
+    }
     if (f->placeholder.empty()) {
       f->set("");
       continue;
     }
     // CLI11 leaves an empty value for a flag without one ("--agents" last, "--agents --quiet");
     // an empty value ("--agents=") is no value either.
-    if (f->option->results().empty() || f->option->results().front().empty()) {
+    const std::vector<std::string>& values = f->option->results();
+    if (values.size() < f->option->count() ||
+        std::any_of(values.begin(), values.end(), [](const std::string& v) { return v.empty(); })) {
       throw UsageError(flagName(f->name) + " needs a value (" + f->placeholder + ")");
     }
-    f->set(f->option->results().front());
+    for (const std::string& v : values) f->set(v);
   }
   for (const auto& rule : rules_) rule();
   return true;

@@ -83,6 +83,11 @@ class CommandLine {
   void custom(const std::string& name, const std::string& placeholder, const std::string& help,
               const std::string& defaultText, std::function<void(const std::string&)> set);
 
+  // A flag that may be given any number of times (--set A=1 --set B=2): `set` gets each value in
+  // order.
+  void each(const std::string& name, const std::string& placeholder, const std::string& help,
+            std::function<void(const std::string&)> set);
+
   // Arguments that are not flags, at most `max` (none are accepted unless declared).
   void positionals(std::vector<std::string>& target, std::size_t max = SIZE_MAX);
   // A rule between flags, checked after every flag is set; throws UsageError.
