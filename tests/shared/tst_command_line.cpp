@@ -56,6 +56,33 @@ class TestCommandLine : public QObject {
   }
 
  private slots:
+  void aRepeatableFlagTakesEveryValueInOrder() {
+    std::vector<std::string> seen;
+    CommandLine cli("prog", "prog [flags]");
+    cli.each("set", "NAME=VALUE", "a variable", [&](const std::string& v) { seen.push_back(v); });
+    bool quiet = false;
+    cli.flag("quiet", "no progress", quiet);
+    std::ostringstream out;
+    QVERIFY(cli.parse({"--set", "a=1", "--quiet", "--set=b=2", "--set", "c="}, out));
+    QCOMPARE(seen, (std::vector<std::string>{"a=1", "b=2", "c="}));
+    // Still one wording for a missing value, and other flags still refuse a repeat.
+    CommandLine strict("prog", "prog [flags]");
+    strict.each("set", "NAME=VALUE", "a variable", [](const std::string&) {});
+    strict.flag("quiet", "no progress", quiet);
+    try {
+      strict.parse({"--set=a=1", "--set"}, out);
+      QFAIL("a --set without a value was accepted");
+    } catch (const UsageError& e) {
+      QCOMPARE(QString::fromUtf8(e.what()), QStringLiteral("--set needs a value (NAME=VALUE)"));
+    }
+    try {
+      strict.parse({"--quiet", "--quiet"}, out);
+      QFAIL("a repeated switch was accepted");
+    } catch (const UsageError& e) {
+      QCOMPARE(QString::fromUtf8(e.what()), QStringLiteral("--quiet is given twice"));
+    }
+  }
+
   void durationsParseAndFormat() {
     QCOMPARE(parseDuration("5s"), std::optional(std::chrono::milliseconds(5s)));
     QCOMPARE(parseDuration("1m30s"), std::optional(std::chrono::milliseconds(90s)));
