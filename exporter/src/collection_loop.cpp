@@ -21,7 +21,7 @@ constexpr const char* kSessionSetup =
     "SET default_transaction_read_only = on; SET jit = off; SET max_parallel_workers_per_gather = "
     "0";
 
-std::string describe(std::exception_ptr error) {
+std::string describe(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {

@@ -25,7 +25,7 @@ std::string civetwebListeningPort(const std::string& address) {
                      "\" needs a port, like :9477 or 127.0.0.1:9477");
   }
   std::string host = address.substr(0, colon);
-  const std::string port = address.substr(colon + 1);
+  std::string port = address.substr(colon + 1);
   if (!isPort(port)) {
     throw UsageError("--web.listen-address: \"" + port + "\" in \"" + address +
                      "\" is not a port number");

@@ -111,18 +111,19 @@ void CommandLine::text(const std::string& name, const std::string& placeholder,
 void CommandLine::addInteger(const std::string& name, const std::string& placeholder,
                              const std::string& help, const std::string& defaultText, long long min,
                              long long max, std::function<void(long long)> set) {
-  add(name, placeholder, help, defaultText, [=](const std::string& text) {
-    long long v = 0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size()) {
-      throw badValue(name, "a whole number", text);
-    }
-    if (v < min || v > max) {
-      throw UsageError(flagName(name) + " must be between " + std::to_string(min) + " and " +
-                       std::to_string(max) + ", got " + text);
-    }
-    set(v);
-  });
+  add(name, placeholder, help, defaultText,
+      [name, min, max, set = std::move(set)](const std::string& text) {
+        long long v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || end != text.data() + text.size()) {
+          throw badValue(name, "a whole number", text);
+        }
+        if (v < min || v > max) {
+          throw UsageError(flagName(name) + " must be between " + std::to_string(min) + " and " +
+                           std::to_string(max) + ", got " + text);
+        }
+        set(v);
+      });
 }
 
 void CommandLine::number(const std::string& name, const std::string& placeholder,

@@ -95,7 +95,7 @@ void rethrowAsDatabaseError(const char* what) {
   }
 }
 
-std::optional<DatabaseError> asDatabaseError(std::exception_ptr error, const char* what) {
+std::optional<DatabaseError> asDatabaseError(const std::exception_ptr& error, const char* what) {
   try {
     try {
       std::rethrow_exception(error);

@@ -3,7 +3,7 @@
 namespace idem {
 
 UnknownValue::UnknownValue(std::string_view vocabulary, std::string_view value,
-                           std::string expected)
+                           const std::string& expected)
     : std::invalid_argument("unknown " + std::string(vocabulary) + " '" + std::string(value) +
                             "': expected " + expected) {}
 

@@ -86,7 +86,7 @@ void Agent::complete(const OperationPlan& plan, const Claim& claim) {
 }
 
 // The owner of the record goes downstream and reports back, as the protocol asks.
-void Agent::carryOut(const OperationPlan& plan, Claim claim) {
+void Agent::carryOut(const OperationPlan& plan, const Claim& claim) {
   if (plan.careless) tryForeignClaim(plan, claim);
   switch (plan.fault) {
     case Fault::CrashBeforeCharge:

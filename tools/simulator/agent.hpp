@@ -30,7 +30,7 @@ class Agent {
   ProtocolClient& client();
   BeginResult begin(const OperationPlan& plan, TriggerSource source, bool changedArguments = false,
                     const std::string& keyOverride = {});
-  void carryOut(const OperationPlan& plan, Claim claim);
+  void carryOut(const OperationPlan& plan, const Claim& claim);
   // The claimant's complete; on conflict or not_claimant it re-reads instead of re-running.
   void complete(const OperationPlan& plan, const Claim& claim);
   void reread(const OperationPlan& plan, const std::string& key);

@@ -344,6 +344,7 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
   std::atomic<bool> agentsDone{false};
 
   std::vector<std::jthread> agents;
+  agents.reserve(static_cast<std::size_t>(config.agents));
   for (int i = 0; i < config.agents; ++i) {
     agents.emplace_back([&, i] {
       agentLoop(i + 1, config, work, counters);

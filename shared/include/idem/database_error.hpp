@@ -64,7 +64,7 @@ std::string connectFailureSqlstate(const std::string& libpqText);
 
 // The in-flight exception (any type) as a DatabaseError, or nullopt when it is not a database
 // error at all: for callers that hold an exception_ptr, like the exporter's collection loop.
-std::optional<DatabaseError> asDatabaseError(std::exception_ptr error, const char* what);
+std::optional<DatabaseError> asDatabaseError(const std::exception_ptr& error, const char* what);
 
 template <typename Fn>
 decltype(auto) translatingErrors(const char* what, Fn&& fn) {

@@ -161,7 +161,7 @@ constexpr std::size_t indexOf(E value) {
 // A value outside the vocabulary: names the value and lists what was expected.
 class UnknownValue : public std::invalid_argument {
  public:
-  UnknownValue(std::string_view vocabulary, std::string_view value, std::string expected);
+  UnknownValue(std::string_view vocabulary, std::string_view value, const std::string& expected);
 };
 
 template <typename E>
