@@ -235,6 +235,19 @@ bool CommandLine::parse(const std::vector<std::string>& args, std::ostream& out)
     }
   }
 
+  // CLI11 lets "--quiet=true" through a switch; a switch takes no value at all.
+  for (const std::string& arg : args) {
+    if (arg == "--") break;
+    const std::size_t eq = arg.find('=');
+    if (!arg.starts_with("--") || eq == std::string::npos) continue;
+    for (const auto& f : flags_) {
+      if (f->placeholder.empty() && arg.compare(2, eq - 2, f->name) == 0 &&
+          eq - 2 == f->name.size()) {
+        throw UsageError(flagName(f->name) + " takes no value");
+      }
+    }
+  }
+
   // CLI11 wants the arguments in reverse, the program name excluded.
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
@@ -288,6 +301,7 @@ bool CommandLine::parse(const std::vector<std::string>& args, std::ostream& out)
     }
     for (const std::string& v : values) f->set(v);
   }
+  for (const auto& f : flags_) f->option = nullptr;  // they pointed into `app`, gone after this
   for (const auto& rule : rules_) rule();
   return true;
 }

@@ -46,7 +46,7 @@ namespace {
 const QString kRateInterval = QStringLiteral("15s");
 // The alerts select job="idemwatch" (dashboards/rules/alerts.rules.yml).
 const QString kJob = QStringLiteral("idemwatch");
-const QStringList kRetrySources{"llm", "framework", "http", "callback"};
+const QStringList kRetrySourceLabels{"llm", "framework", "http", "callback"};
 
 // The exporter's ratio window, the same as the recording rules' 5m windows.
 const QString kRatioWindow = QStringLiteral("5m");
@@ -441,7 +441,7 @@ class TestDashboardsE2e : public QObject {
          "job:idempotency_duplicate_fund_flow_ratio:rate5m{" + job + "}",
          "idempotency_duplicate_fund_flow_ratio{" + job + "}", 0, 1},
     };
-    for (const QString& source : kRetrySources) {
+    for (const QString& source : kRetrySourceLabels) {
       const QString labels = job + ",source=\"" + source + "\"";
       figures.push_back({"retry-trigger ratio of " + source,
                          "source:idempotency_retry_trigger_ratio:rate5m{" + labels + "}",

@@ -41,7 +41,7 @@ using namespace std::chrono_literals;
 namespace {
 
 const QString kJob = QStringLiteral("idemwatch");
-const QStringList kRetrySources{"llm", "framework", "http", "callback"};
+const QStringList kRetrySourceLabels{"llm", "framework", "http", "callback"};
 // The window of the compared rules; the whole measured traffic must lie inside it.
 constexpr double kRuleWindowSeconds = 300;
 
@@ -134,8 +134,8 @@ Counts countRows(const test::TestDatabase& db) {
   c.requests = r[0][0].as<double>();
   c.hits = r[0][1].as<double>();
   c.retries = r[0][2].as<double>();
-  for (int i = 0; i < kRetrySources.size(); ++i)
-    c.bySource[kRetrySources[i]] = r[0][3 + i].as<double>();
+  for (int i = 0; i < kRetrySourceLabels.size(); ++i)
+    c.bySource[kRetrySourceLabels[i]] = r[0][3 + i].as<double>();
   const pqxx::result f = tx.exec(kCountFundFlows);
   c.fundFlows = f[0][0].as<double>();
   c.duplicates = f[0][1].as<double>();
@@ -377,7 +377,7 @@ class TestManyDatabases : public QObject {
         {"job:idempotency_duplicate_fund_flow_ratio:rate5m", share(all.duplicates, all.fundFlows),
          mean(share(a.duplicates, a.fundFlows), share(b.duplicates, b.fundFlows))},
     };
-    for (const QString& source : kRetrySources) {
+    for (const QString& source : kRetrySourceLabels) {
       figures.push_back({"source:idempotency_retry_trigger_ratio:rate5m{source=\"" + source + "\"}",
                          share(all.bySource.at(source), all.requests),
                          mean(share(a.bySource.at(source), a.requests),

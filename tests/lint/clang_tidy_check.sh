@@ -26,10 +26,18 @@ trap 'rm -f "$log"' EXIT
 alternatives=$(IFS='|'; echo "${dirs[*]}")
 "$runner" -p "$build" -j "$(nproc)" -quiet "^$root/($alternatives)/" \
   2>&1 | sed 's/\x1b\[[0-9;]*m//g' >"$log" || true
+# The runner prints each clang-tidy command it starts: none means nothing was checked (no
+# compilation database entry matched, or clang-tidy could not run), which must not pass as clean.
+ran=$(grep -c -- ' -p=' "$log" || true)
+if [ "$ran" -eq 0 ]; then
+  tail -20 "$log"
+  echo "clang-tidy check: no translation unit was checked (expected ${#units[@]})" >&2
+  exit 1
+fi
 if grep -qE '(warning|error): ' "$log"; then
   grep -E -A3 '(warning|error): ' "$log" | head -200
   count=$(grep -cE '(warning|error): ' "$log")
   echo "clang-tidy check: $count diagnostics in ${#units[@]} files" >&2
   exit 1
 fi
-echo "clang-tidy check: ${#units[@]} files clean"
+echo "clang-tidy check: $ran of ${#units[@]} files checked, clean"

@@ -156,6 +156,7 @@ class TestCommandLine : public QObject {
     QCOMPARE(usageError({"--mode=medium"}),
              QStringLiteral("--mode must be fast or slow, got 'medium'"));
     QCOMPARE(usageError({"--quiet=yes"}), QStringLiteral("--quiet takes no value"));
+    QCOMPARE(usageError({"--quiet=true"}), QStringLiteral("--quiet takes no value"));
     QCOMPARE(usageError({"--agents=1", "--agents=2"}), QStringLiteral("--agents is given twice"));
     QCOMPARE(usageError({"--quiet", "--quiet"}), QStringLiteral("--quiet is given twice"));
     QCOMPARE(usageError({"stray"}), QStringLiteral("unexpected argument 'stray'"));
