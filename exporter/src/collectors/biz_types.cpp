@@ -1,5 +1,7 @@
 #include "collectors/biz_types.hpp"
 
+#include "log.hpp"
+
 namespace idem::exporter {
 
 BizTypes::BizTypes(std::size_t maxBizTypes, const std::vector<std::string>& kept)
@@ -34,6 +36,16 @@ std::size_t BizTypes::intern(std::string_view bizType, bool* overflow) {
   }
   if (other_ == SIZE_MAX) other_ = add(kOther);
   if (overflow) *overflow = true;
+  if (!warned_) {
+    // Once per process: the bound is a decision the operator should hear of, not a flood. A v1
+    // schema allows long biz types; the line names at most 64 characters of the first one.
+    warned_ = true;
+    logWarn("biz_type label bound reached: " + std::to_string(maxBizTypes_) +
+            " distinct biz types are kept (--max-biz-types); \"" +
+            std::string(bizType.substr(0, 64)) + (bizType.size() > 64 ? "...\"" : "\"") +
+            " and every later new biz type are counted under biz_type=\"other\" and in "
+            "idempotency_exporter_biz_types_overflow_total");
+  }
   return other_;
 }
 

@@ -52,6 +52,7 @@ class BizTypes {
   };
   std::unordered_map<std::string, std::size_t, Hash, std::equal_to<>> index_;
   std::size_t other_ = SIZE_MAX;  // the index of "other" once an overflow created it
+  bool warned_ = false;           // the bound was hit and the log said so
   std::atomic<std::uint64_t> overflowRows_{0};
 };
 
