@@ -232,6 +232,31 @@ class TestExporterStandby : public QObject {
     QCOMPARE(fresh, 3 + 6);
   }
 
+  // The standby restarts under the running exporter, with a slow transaction on the primary
+  // holding a lower id across the restart and more commits while it is down: nothing lost, nothing
+  // counted twice.
+  void standbyRestartUnderTheRunningExporterStaysExact() {
+    RunningExporter e(testOptions(standbyDsn()));
+    QVERIFY(e.waitForCollections(1));
+    auto slowConnection = db_->connect();
+    pqxx::work slow(*slowConnection);
+    slow.exec_params(kBeginSql, "k-slow", "o-slow");
+    beginCommitted(0, 10);
+    standby_->waitForCatchUp(*primary_);
+    QVERIFY(e.waitForCollections(3));
+    standby_->stop();
+    beginCommitted(10, 20);
+    QVERIFY(waitUntil(
+        [&] { return value(e.scrape(), "idempotency_exporter_db_up") == std::optional(0.0); }));
+    standby_->start();
+    beginCommitted(20, 30);
+    expectExact(e);
+    QCOMPARE(sumOf(e.scrape(), "idempotency_requests_total"), 30.0);
+    slow.commit();
+    expectExact(e);
+    QCOMPARE(sumOf(e.scrape(), "idempotency_requests_total"), 31.0);
+  }
+
   // Last: the standby becomes the primary. A clean failover (caught up, the old primary
   // stopped, promoted) under the running exporter; more traffic on the promoted server, with a
   // slow transaction holding a lower id across collections: still exact.
