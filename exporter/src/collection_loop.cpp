@@ -21,6 +21,20 @@ constexpr const char* kSessionSetup =
     "SET default_transaction_read_only = on; SET jit = off; SET max_parallel_workers_per_gather = "
     "0";
 
+// What the server is, and on a standby how far its replay lags: 0 once it has replayed all it
+// received (an idle primary sends nothing, and its last commit ages without any lag), else the
+// age of the last commit it replayed (NULL when it has replayed none since it started). Asked at
+// connect, and at each collection only while the server is a standby, to notice a promotion: a
+// primary never turns into a standby without a restart, which ends the session.
+constexpr const char* kServerRole = R"SQL(
+SELECT pg_catalog.pg_is_in_recovery(),
+       CASE WHEN NOT pg_catalog.pg_is_in_recovery() THEN NULL
+            WHEN pg_catalog.pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_catalog.pg_last_wal_replay_lsn()
+            THEN 0
+            ELSE greatest(0, extract(epoch FROM now() - pg_catalog.pg_last_xact_replay_timestamp()))::float8
+       END
+)SQL";
+
 std::string describe(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
@@ -77,11 +91,16 @@ bool CollectionLoop::connect() {
                    std::to_string(settings_.statementTimeout.count()));
     tx.commit();
     connection_ = std::move(c);
+    const bool standby = readServerRole();
+    const std::string role = standby
+                                 ? " (a hot standby: counting what it has replayed; replay lag in "
+                                   "idempotency_exporter_replay_lag_seconds)"
+                                 : "";
     if (connectFailures_ > 0) {
-      logInfo("connected to the database " + settings_.redacted() + " again after " +
+      logInfo("connected to the database " + settings_.redacted() + role + " again after " +
               std::to_string(connectFailures_) + " failed attempt(s)");
     } else {
-      logInfo("connected to the database " + settings_.redacted());
+      logInfo("connected to the database " + settings_.redacted() + role);
     }
     connectFailures_ = 0;
     return true;
@@ -100,29 +119,60 @@ bool CollectionLoop::connect() {
   }
 }
 
+bool CollectionLoop::readServerRole() {
+  pqxx::nontransaction tx(*connection_);
+  const pqxx::row row = tx.exec1(kServerRole);
+  const bool standby = row[0].as<bool>();
+  if (standby_ && !standby) {
+    logInfo("the standby was promoted: the database is a primary now; counting goes on");
+  }
+  standby_ = standby;
+  set_.health().setStandby(standby,
+                           row[1].is_null() ? std::nullopt : std::optional(row[1].as<double>()));
+  return standby;
+}
+
+// A failed step: counted and logged under `stage`; when it ended the session, the connection is
+// dropped (reconnect at once). Returns whether the database is still reached.
+bool CollectionLoop::recordFailure(const std::string& stage, const std::exception_ptr& error) {
+  set_.health().recordError(stage);
+  logWarn(stage + ": " + describe(error));
+  const auto databaseError = asDatabaseError(error, stage.c_str());
+  if ((databaseError && databaseError->endsSession()) || !connection_->is_open()) {
+    logError("lost the database connection; reconnecting");
+    connection_.reset();
+    return false;
+  }
+  return true;
+}
+
 void CollectionLoop::collectOnce() {
   const auto started = std::chrono::steady_clock::now();
   bool succeeded = true;
   bool reached = true;
+  if (standby_) {
+    try {
+      readServerRole();
+    } catch (...) {
+      succeeded = false;
+      reached = recordFailure("connect", std::current_exception());
+    }
+  }
   const auto& collectors = set_.collectors();
   for (std::size_t i = 0; i < collectors.size() && connection_; ++i) {
     if (started < nextDue_[i]) continue;
     Collector& c = *collectors[i];
+    if (&c == &set_.health()) continue;  // it reads nothing; the loop feeds it
+    const std::string name(c.name());
+    const auto updateStarted = std::chrono::steady_clock::now();
     try {
       c.update(*connection_);
       if (c.interval().count() > 0) nextDue_[i] = started + c.interval();
+      set_.health().recordCollector(name, std::chrono::steady_clock::now() - updateStarted, true);
     } catch (...) {
-      const std::exception_ptr error = std::current_exception();
+      set_.health().recordCollector(name, std::chrono::steady_clock::now() - updateStarted, false);
       succeeded = false;
-      const std::string name(c.name());
-      set_.health().recordError(name);
-      logWarn(name + ": " + describe(error));
-      const auto databaseError = asDatabaseError(error, name.c_str());
-      if ((databaseError && databaseError->endsSession()) || !connection_->is_open()) {
-        logError("lost the database connection; reconnecting");
-        connection_.reset();
-        reached = false;
-      }
+      reached = recordFailure(name, std::current_exception()) && reached;
     }
   }
   set_.health().recordCollection(std::chrono::steady_clock::now() - started, reached, succeeded);

@@ -2,16 +2,19 @@
 // collectors that are due, every --collect-interval. When the database is unreachable it keeps
 // trying with exponential backoff (1s doubling to 30s) while /metrics goes on serving the last
 // figures with idempotency_exporter_db_up 0; collectors keep their state across reconnects, so
-// nothing is lost or counted twice.
+// nothing is lost or counted twice. On a hot standby it also follows the replay lag at each
+// collection, and notices a promotion; each collector's update is timed for self-health.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <pqxx/connection>
+#include <string>
 #include <thread>
 
 #include "collectors/collector_list.hpp"
@@ -36,6 +39,10 @@ class CollectionLoop {
  private:
   void run();
   bool connect();
+  // Asks whether the server is a standby (and its replay lag) and tells self-health; logs a
+  // promotion. Throws on database errors.
+  bool readServerRole();
+  bool recordFailure(const std::string& stage, const std::exception_ptr& error);
   void collectOnce();
   bool waitFor(std::chrono::milliseconds d);  // false when stopping
 
@@ -45,6 +52,7 @@ class CollectionLoop {
   std::unique_ptr<pqxx::connection> connection_;  // collection thread only
   std::vector<std::chrono::steady_clock::time_point> nextDue_;
   int connectFailures_ = 0;
+  bool standby_ = false;  // the connected server was a standby at the last look
 
   std::mutex mutex_;
   std::condition_variable wake_;

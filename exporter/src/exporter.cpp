@@ -42,6 +42,10 @@ Exporter::Exporter(const ExporterOptions& options) {
   checkDsnSyntax(connection);
 
   collectors_ = std::make_shared<CollectorSet>(options);
+  // The web server stops before the collectors go (see the destructor).
+  web.landingStatus = [set = collectors_.get()] {
+    return "Database: " + set->health().databaseRole() + ".";
+  };
 
   web_ = std::make_unique<WebServer>(web, collectors_);
   logInfo(versionText() + " serving " + (web_->tls() ? "https" : "http") + " on " +

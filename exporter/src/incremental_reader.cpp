@@ -1,6 +1,7 @@
 #include "incremental_reader.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 #include <pqxx/transaction>
@@ -10,16 +11,26 @@
 namespace idem::exporter {
 namespace {
 
-// Transactions that may be inserting into the relation right now. Read outside any snapshot that
-// a decision depends on (see the header): it is live lock state, not MVCC data.
-constexpr const char* kInserters = R"SQL(
-SELECT virtualtransaction
-  FROM pg_catalog.pg_locks
- WHERE locktype = 'relation'
-   AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
-   AND relation = $1::regclass
-   AND mode = 'RowExclusiveLock'
-   AND granted
+// What a gap's proof reads (see the header), in one statement: on a primary, the transactions
+// that may be inserting into the relation right now (live lock state, not MVCC data: read outside
+// any snapshot a decision depends on), one row each or one row of NULL; on a standby, one row with
+// its snapshot's xmin, the xid age of that xmin (xmin + age is the next xid), the commit time of
+// the last transaction replayed (NULL when none since it started) and now().
+constexpr const char* kProofState = R"SQL(
+SELECT s.standby, l.virtualtransaction,
+       CASE WHEN s.standby THEN pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot())::text END,
+       CASE WHEN s.standby
+            THEN pg_catalog.age(pg_catalog.xid(pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()))) END,
+       CASE WHEN s.standby THEN extract(epoch FROM pg_catalog.pg_last_xact_replay_timestamp())::float8 END,
+       CASE WHEN s.standby THEN extract(epoch FROM now())::float8 END
+  FROM (SELECT pg_catalog.pg_is_in_recovery() AS standby) AS s
+  LEFT JOIN pg_catalog.pg_locks AS l
+    ON NOT s.standby
+   AND l.locktype = 'relation'
+   AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
+   AND l.relation = $1::regclass
+   AND l.mode = 'RowExclusiveLock'
+   AND l.granted
 )SQL";
 
 constexpr const char* kNow = "SELECT extract(epoch FROM now())::float8";
@@ -40,6 +51,15 @@ bool disjoint(const std::vector<std::string>& a, const std::vector<std::string>&
 }
 
 }  // namespace
+
+struct IncrementalReader::ServerView {
+  bool standby = false;
+  std::vector<std::string> holders;  // primary
+  std::int64_t xmin = 0;             // standby, and the rest
+  std::int64_t nextXid = 0;
+  std::optional<double> replayedAt;
+  double now = 0;
+};
 
 std::string bigintArrayLiteral(std::vector<std::int64_t>::const_iterator begin,
                                std::vector<std::int64_t>::const_iterator end) {
@@ -145,15 +165,25 @@ void IncrementalReader::start(pqxx::connection& connection, const RowSink& sink)
 }
 
 void IncrementalReader::refreshHorizons(pqxx::connection& connection) {
-  std::vector<std::string> holders;
+  ServerView view;
   {
     pqxx::nontransaction tx(connection);
-    for (const pqxx::row& row : tx.exec_params(kInserters, queries_.relation)) {
-      holders.push_back(row[0].as<std::string>());
+    const pqxx::result rows = tx.exec_params(kProofState, queries_.relation);
+    view.standby = !rows.empty() && rows[0][0].as<bool>();
+    for (const pqxx::row& row : rows) {
+      if (!row[1].is_null()) view.holders.push_back(row[1].as<std::string>());
+    }
+    if (view.standby) {
+      const pqxx::row& row = rows[0];
+      view.xmin = row[2].as<std::int64_t>();
+      view.nextXid = view.xmin + row[3].as<std::int64_t>();
+      if (!row[4].is_null()) view.replayedAt = row[4].as<double>();
+      view.now = row[5].as<double>();
     }
   }
-  std::sort(holders.begin(), holders.end());
-  // Gaps seen in the last poll take the inserters read now, after that poll's snapshots.
+  std::sort(view.holders.begin(), view.holders.end());
+  if (view.standby != standby_) restartHorizons(view.standby);
+  // Gaps seen in the last poll take a horizon read now, after that poll's snapshots.
   bool assigned = false;
   for (Gap& g : gaps_) {
     if (g.horizon == 0) {
@@ -161,12 +191,36 @@ void IncrementalReader::refreshHorizons(pqxx::connection& connection) {
       assigned = true;
     }
   }
-  if (assigned) horizons_[nextHorizon_++] = Horizon{holders, false};
-  // A horizon passes once none of its inserters still holds the lock; the snapshots taken from
-  // now on see everything they wrote.
-  for (auto& [id, h] : horizons_) {
-    if (!h.passed && disjoint(h.holders, holders)) h.passed = true;
+  if (assigned) {
+    Horizon h;
+    if (view.standby) {
+      const std::chrono::duration<double> bound = limits_.standbyStatementBound;
+      h.settleAt = view.replayedAt.value_or(view.now) + bound.count();
+    } else {
+      h.holders = view.holders;
+    }
+    horizons_[nextHorizon_++] = std::move(h);
   }
+  // A horizon passes once every transaction that could have written its gaps has ended; the
+  // snapshots taken from now on see everything they wrote.
+  for (auto& [id, h] : horizons_) {
+    if (h.passed) continue;
+    if (!view.standby) {
+      h.passed = disjoint(h.holders, view.holders);
+      continue;
+    }
+    if (h.barrier == 0 && view.replayedAt && *view.replayedAt >= h.settleAt)
+      h.barrier = view.nextXid;
+    h.passed = h.barrier != 0 && view.xmin >= h.barrier;
+  }
+}
+
+void IncrementalReader::restartHorizons(bool standby) {
+  logDebug(queries_.relation + (standby ? ": reading a standby" : ": reading a primary") + "; " +
+           std::to_string(gaps_.size()) + " open gap(s) start their proof again");
+  for (Gap& g : gaps_) g.horizon = 0;
+  horizons_.clear();
+  standby_ = standby;
 }
 
 void IncrementalReader::recheckGaps(pqxx::connection& connection, const RowSink& sink) {

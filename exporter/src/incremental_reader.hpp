@@ -8,13 +8,45 @@
 //
 // Some gaps never fill: a rolled-back transaction, or idem.record_fund_flow's INSERT ... ON
 // CONFLICT DO NOTHING, which consumes an id without writing a row. A gap is given up only when it
-// is proven permanent: the id was taken inside an INSERT into the table, and an inserting
-// transaction holds RowExclusiveLock on the table from before it takes the id until it ends. So
-// when a gap is first seen, the reader notes the transactions holding that lock (pg_locks, read
-// after the snapshot that missed the row); once none of them holds it any more (read before a
-// later snapshot), every transaction that could have written the row has ended, and if that later
+// is proven permanent, by one of two arguments, chosen by where the reader runs: a primary or a hot
+// standby (pg_is_in_recovery(), asked at each refresh, so a promotion is noticed; the gaps then
+// start a proof of the new kind).
+//
+// On a primary: the id was taken inside an INSERT into the table, and an inserting transaction
+// holds RowExclusiveLock on the table from before it takes the id until it ends. So when a gap is
+// first seen, the reader notes the transactions holding that lock (pg_locks, read after the
+// snapshot that missed the row); once none of them holds it any more (read before a later
+// snapshot), every transaction that could have written the row has ended, and if that later
 // snapshot still does not show the row, it never will. Unlike a txid-snapshot horizon, this also
 // covers an inserter that had taken the id but not yet been assigned a transaction id.
+//
+// On a standby, pg_locks shows none of the primary's writers, and pg_current_snapshot() lists no
+// running xids there either (a recovery snapshot keeps them in its subxip, which the function does
+// not copy; pg_visible_in_snapshot is no help). What a standby does know exactly, in the primary's
+// terms: its snapshot's xmin (every xid below it has ended, as replayed), its next xid (one past
+// the largest xid replayed: pg_snapshot_xmin + age(xmin)) and the commit time of the last
+// transaction it replayed (pg_last_xact_replay_timestamp(), the primary's clock). The proof:
+//   1. A gap g is seen below a visible id h. Ids are handed out in order, so the inserter T of g
+//      took g before h was taken, hence before h committed, hence no later than t0, the last
+//      replayed commit time read after the snapshot that missed g (the standby's now() when it
+//      has replayed none since it started).
+//   2. T takes its xid at the latest when its INSERT writes the row, within the statement that
+//      took g: no BEFORE INSERT trigger runs on these tables, and whatever the statement waits for
+//      (an ON CONFLICT arbiter waiting for another inserter), it ends within the bound
+//      ReaderLimits::standbyStatementBound (G) of the primary's writers, as statement_timeout
+//      bounds idemwatch's own. So T's row, if any, is in WAL generated before t0 + G; with no
+//      row (ON CONFLICT DO NOTHING, an error) T never writes g at all.
+//   3. Once the standby has replayed a commit stamped at or after t0 + G, it has replayed every
+//      WAL record written before it, T's row among them: T's xid is below the standby's next xid
+//      read then, the barrier B.
+//   4. Once a later snapshot's xmin reaches B, every xid below B has ended, T's among them; a
+//      snapshot taken after that shows T's row if T committed it. Still missing: never to fill.
+//      (The standby cannot tell T from any other transaction older than B, so every one of them
+//      must end: a long transaction on the primary delays the expiry of gaps, never a count.)
+// A standby that is restarted keeps the argument (xids and replay times are the primary's); one
+// that is promoted ends every transaction it had not replayed to its end, so the gaps restart
+// under the primary's argument above. The replay time only moves with the primary's commits: on
+// an idle primary a gap waits for the next one, never the other way round.
 //
 // The number of gaps tracked is bounded (--max-tracked-gaps); past it the oldest are abandoned and
 // counted, so a misbehaving writer costs a metric, never unbounded memory.
@@ -59,6 +91,8 @@ struct ReaderLimits {
   std::int64_t startBackfillIds = 10'000;  // ids below the start's high-water checked for gaps
   std::size_t maxTrackedGaps = 100'000;
   std::chrono::milliseconds window{0};  // rows created within it are read at start
+  // On a standby: the longest an INSERT into these tables runs on the primary (G above).
+  std::chrono::milliseconds standbyStatementBound{60'000};
 };
 
 class IncrementalReader {
@@ -90,12 +124,17 @@ class IncrementalReader {
     std::uint32_t horizon;  // 0: not yet assigned
   };
   struct Horizon {
-    std::vector<std::string> holders;  // virtual transaction ids, sorted
+    std::vector<std::string> holders;  // on a primary: virtual transaction ids, sorted
+    double settleAt = 0;               // on a standby: t0 + G, the primary's clock
+    std::int64_t barrier = 0;          // on a standby: B, once replay passed settleAt; 0 before
     bool passed = false;
   };
+  struct ServerView;
 
   void start(pqxx::connection& connection, const RowSink& sink);
   void refreshHorizons(pqxx::connection& connection);
+  // The horizons of the other proof start again (a promotion, or a new server behind the DSN).
+  void restartHorizons(bool standby);
   void recheckGaps(pqxx::connection& connection, const RowSink& sink);
   void readNewRows(pqxx::connection& connection, const RowSink& sink);
   // Records ids (from, to) exclusive as gaps, within the bound.
@@ -112,6 +151,7 @@ class IncrementalReader {
   std::vector<Gap> gaps_;  // ascending by id
   std::map<std::uint32_t, Horizon> horizons_;
   std::uint32_t nextHorizon_ = 1;
+  bool standby_ = false;  // which proof horizons_ hold
 };
 
 // "{1,2,3}": a bigint[] parameter in text form.

@@ -55,6 +55,7 @@ struct WebServer::Gate {
   std::string telemetryPath;
   std::unique_ptr<BasicAuth> auth;
   std::string landingPage;
+  std::function<std::string()> landingStatus;
   // http_server_config.headers, as header lines for every response.
   std::string extraHeaders;
   std::unique_ptr<RateLimiter> rateLimiter;
@@ -88,6 +89,8 @@ void respond(mg_connection* conn, int status, const char* reason, const std::str
   const mg_request_info* info = mg_get_request_info(conn);
   if (std::strcmp(info->request_method, "HEAD") != 0) mg_write(conn, body.data(), body.size());
 }
+
+std::string landingPage(const std::string& telemetryPath, const std::string& status = {});
 
 // 1: answered here; 0: civetweb goes on to prometheus-cpp's handler.
 int beginRequest(mg_connection* conn) {
@@ -131,7 +134,10 @@ int beginRequest(mg_connection* conn) {
     return 1;
   }
   if (path == "/" && get) {
-    respond(conn, 200, "OK", "text/html; charset=utf-8", gate.landingPage, headers);
+    respond(conn, 200, "OK", "text/html; charset=utf-8",
+            gate.landingStatus ? landingPage(gate.telemetryPath, gate.landingStatus())
+                               : gate.landingPage,
+            headers);
     return 1;
   }
   respond(conn, 404, "Not Found", "text/plain; charset=utf-8", "Not Found\n", headers);
@@ -164,16 +170,15 @@ int logMessage(const mg_connection*, const char* message) {
   return 1;
 }
 
-std::string landingPage(const std::string& telemetryPath) {
+std::string landingPage(const std::string& telemetryPath, const std::string& status) {
   return "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>idemwatch "
          "exporter</title></head>\n"
          "<body><h1>idemwatch exporter</h1>\n"
          "<p>Idempotency figures of the idem schema for Prometheus.</p>\n"
          "<p><a href=\"" +
-         telemetryPath +
-         "\">Metrics</a></p>\n"
-         "<p>" +
-         versionText() + "</p>\n</body></html>\n";
+         telemetryPath + "\">Metrics</a></p>\n" +
+         (status.empty() ? std::string() : "<p>" + status + "</p>\n") + "<p>" + versionText() +
+         "</p>\n</body></html>\n";
 }
 
 // Makes civetweb's TLS work on OpenSSL 3 (see exporter/tls_compat/): the two compat libraries are
@@ -220,6 +225,7 @@ WebServer::WebServer(const WebServerSettings& settings,
   const WebConfig& config = settings.webConfig;
   gate_->telemetryPath = settings.telemetryPath;
   gate_->landingPage = landingPage(settings.telemetryPath);
+  gate_->landingStatus = settings.landingStatus;
   if (!config.basicAuthUsers.empty())
     gate_->auth = std::make_unique<BasicAuth>(config.basicAuthUsers);
   for (const auto& [name, value] : config.headers)

@@ -10,6 +10,7 @@
 // remembered login needs no bcrypt run (basic_auth.hpp).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -29,6 +30,8 @@ struct WebServerSettings {
   std::string listenAddress = ":9477";
   std::string telemetryPath = "/metrics";
   WebConfig webConfig;
+  // A line for the landing page, asked at each visit (what the database is); may be empty.
+  std::function<std::string()> landingStatus;
   // civetweb's worker threads: each holds one connection, however slow its client.
   int threads = 48;
 };

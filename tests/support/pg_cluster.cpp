@@ -4,9 +4,12 @@
 
 #include <QCoreApplication>
 #include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QProcess>
 #include <QTcpServer>
+#include <QThread>
+#include <pqxx/pqxx>
 #include <stdexcept>
 
 namespace idem::test {
@@ -28,7 +31,7 @@ QString postgresBinDir() {
   return root.filePath(versions.last() + QStringLiteral("/bin"));
 }
 
-PgCluster::PgCluster() {
+void PgCluster::makeFolder() {
   // /tmp, not the build folder: the postgres user may not be able to enter the checkout's parents.
   dir_ =
       std::make_unique<QTemporaryDir>(QDir::tempPath() + QStringLiteral("/idemwatch-test-XXXXXX"));
@@ -40,6 +43,10 @@ PgCluster::PgCluster() {
   QFile::setPermissions(socketDir(), QFileDevice::ReadOwner | QFileDevice::WriteOwner |
                                          QFileDevice::ExeOwner | QFileDevice::ReadOther |
                                          QFileDevice::WriteOther | QFileDevice::ExeOther);
+}
+
+PgCluster::PgCluster() {
+  makeFolder();
   runAsOwner({postgresBinDir() + QStringLiteral("/initdb"), QStringLiteral("-D"),
               dir_->path() + QStringLiteral("/data"), QStringLiteral("-U"),
               QStringLiteral("postgres"), QStringLiteral("--auth=trust"),
@@ -47,6 +54,52 @@ PgCluster::PgCluster() {
              120000);
   port_ = freePort();
   start();
+}
+
+PgCluster::PgCluster(StandbyOf standby) {
+  makeFolder();
+  // -R writes primary_conninfo and standby.signal; -X stream copies the WAL the backup needs.
+  runAsOwner(
+      {postgresBinDir() + QStringLiteral("/pg_basebackup"), QStringLiteral("-h"),
+       QStringLiteral("127.0.0.1"), QStringLiteral("-p"), QString::number(standby.primary.port()),
+       QStringLiteral("-U"), QStringLiteral("postgres"), QStringLiteral("-D"),
+       dir_->path() + QStringLiteral("/data"), QStringLiteral("-R"), QStringLiteral("-X"),
+       QStringLiteral("stream"), QStringLiteral("-c"), QStringLiteral("fast")},
+      120000);
+  port_ = freePort();
+  start();  // pg_ctl -w returns once the standby is consistent and accepts connections
+}
+
+std::unique_ptr<PgCluster> PgCluster::standbyOf(const PgCluster& primary) {
+  return std::unique_ptr<PgCluster>(new PgCluster(StandbyOf{primary}));
+}
+
+void PgCluster::waitForCatchUp(const PgCluster& primary, int timeoutMs) const {
+  std::string target;
+  {
+    pqxx::connection c(primary.dsn().toStdString());
+    pqxx::nontransaction tx(c);
+    target = tx.exec1("SELECT pg_catalog.pg_current_wal_lsn()::text")[0].c_str();
+  }
+  pqxx::connection c(dsn().toStdString());
+  QElapsedTimer timer;
+  timer.start();
+  for (;;) {
+    pqxx::nontransaction tx(c);
+    if (tx.exec_params1("SELECT pg_catalog.pg_last_wal_replay_lsn() >= $1::pg_lsn", target)[0]
+            .as<bool>())
+      return;
+    if (timer.elapsed() > timeoutMs)
+      throw std::runtime_error("the standby did not replay up to " + target + " in time");
+    QThread::msleep(20);
+  }
+}
+
+void PgCluster::promote() {
+  runAsOwner({postgresBinDir() + QStringLiteral("/pg_ctl"), QStringLiteral("-D"),
+              dir_->path() + QStringLiteral("/data"), QStringLiteral("-w"), QStringLiteral("-t"),
+              QStringLiteral("60"), QStringLiteral("promote")},
+             90000);
 }
 
 PgCluster::~PgCluster() {
@@ -89,11 +142,12 @@ QString PgCluster::runAsOwner(const QStringList& command, int timeoutMs) const {
 
 void PgCluster::start() {
   if (running_) return;
-  const QString opts = QStringLiteral(
-                           "-p %1 -k %2 -c listen_addresses=127.0.0.1 -c max_connections=200 "
-                           "-c fsync=off -c shared_preload_libraries=pg_stat_statements")
-                           .arg(port_)
-                           .arg(socketDir());
+  const QString opts =
+      QStringLiteral(
+          "-p %1 -k %2 -c listen_addresses=127.0.0.1 -c max_connections=200 "
+          "-c fsync=off -c shared_preload_libraries=pg_stat_statements -c hot_standby=on")
+          .arg(port_)
+          .arg(socketDir());
   try {
     runAsOwner(
         {postgresBinDir() + QStringLiteral("/pg_ctl"), QStringLiteral("-D"),

@@ -13,6 +13,9 @@ class PgCluster {
   // Creates and starts the cluster; throws std::runtime_error with the server's log on failure.
   PgCluster();
   ~PgCluster();
+  // A streaming hot standby of `primary`, started and consistent: pg_basebackup -R -X stream (as
+  // the owner, over TCP), its own folder, port and socket folder, the same max_* settings.
+  static std::unique_ptr<PgCluster> standbyOf(const PgCluster& primary);
   PgCluster(const PgCluster&) = delete;
   PgCluster& operator=(const PgCluster&) = delete;
 
@@ -25,7 +28,18 @@ class PgCluster {
   // A DSN for dbname as the superuser.
   QString dsn(const QString& dbname = QStringLiteral("postgres")) const;
 
+  // A standby's: waits until it has replayed everything `primary` has written so far; throws
+  // std::runtime_error at the deadline.
+  void waitForCatchUp(const PgCluster& primary, int timeoutMs = 30000) const;
+  // A standby's: pg_ctl promote, waiting until it accepts writes.
+  void promote();
+
  private:
+  struct StandbyOf {
+    const PgCluster& primary;
+  };
+  explicit PgCluster(StandbyOf standby);
+  void makeFolder();
   QString runAsOwner(const QStringList& command, int timeoutMs) const;
   void startWatchdog();
   bool watchdogStarted_ = false;

@@ -1,5 +1,7 @@
 #include "collectors/self_health_collector.hpp"
 
+#include <cstdio>
+
 #include "idem/build_info.hpp"
 #include "metric_families.hpp"
 
@@ -25,6 +27,28 @@ void SelfHealthCollector::recordError(const std::string& stage) {
 void SelfHealthCollector::setDatabaseUp(bool up) {
   std::lock_guard lock(mutex_);
   dbUp_ = up;
+}
+
+void SelfHealthCollector::recordCollector(const std::string& name,
+                                          std::chrono::duration<double> duration, bool succeeded) {
+  std::lock_guard lock(mutex_);
+  collectorRuns_[name] = CollectorRun{duration.count(), succeeded};
+}
+
+void SelfHealthCollector::setStandby(bool standby, std::optional<double> replayLagSeconds) {
+  std::lock_guard lock(mutex_);
+  standby_ = standby;
+  replayLag_ = standby ? replayLagSeconds : std::nullopt;
+}
+
+std::string SelfHealthCollector::databaseRole() const {
+  std::lock_guard lock(mutex_);
+  if (!standby_) return "not reached yet";
+  if (!*standby_) return "a primary";
+  if (!replayLag_) return "a hot standby (replay lag unknown)";
+  char lag[32];
+  std::snprintf(lag, sizeof lag, "%.1f", *replayLag_);
+  return std::string("a hot standby (replay lag ") + lag + " s)";
 }
 
 void SelfHealthCollector::recordCollection(std::chrono::duration<double> duration,
@@ -54,6 +78,21 @@ void SelfHealthCollector::collect(std::vector<prometheus::MetricFamily>& out) co
   auto errors = makeFamily("idempotency_exporter_collect_errors_total",
                            "Failed collection steps by stage (connect or a collector's name).",
                            MetricType::Counter);
+  auto collectorDuration =
+      makeFamily("idempotency_exporter_collector_duration_seconds",
+                 "How long each collector's last update took.", MetricType::Gauge);
+  auto collectorSuccess = makeFamily(
+      "idempotency_exporter_collector_success",
+      "Whether each collector's last update succeeded (1) or failed (0).", MetricType::Gauge);
+  auto standby = makeFamily("idempotency_exporter_db_standby",
+                            "1 when the database is a hot standby (in recovery), 0 on a primary; "
+                            "absent before the first connection.",
+                            MetricType::Gauge);
+  auto replayLag = makeFamily("idempotency_exporter_replay_lag_seconds",
+                              "On a hot standby, how far its replay is behind the primary: 0 when "
+                              "it has replayed all it received, else the age of the last replayed "
+                              "commit. Absent on a primary.",
+                              MetricType::Gauge);
   auto last = makeFamily("idempotency_exporter_last_collect_success_timestamp_seconds",
                          "When the last collection in which every collector succeeded ended, "
                          "seconds since the epoch; 0 before the first.",
@@ -86,6 +125,12 @@ void SelfHealthCollector::collect(std::vector<prometheus::MetricFamily>& out) co
     for (const auto& [stage, n] : errors_)
       addSample(errors, {{"stage", stage}}, static_cast<double>(n));
     addSample(last, {}, lastSuccess_);
+    for (const auto& [name, run] : collectorRuns_) {
+      addSample(collectorDuration, {{"collector", name}}, run.seconds);
+      addSample(collectorSuccess, {{"collector", name}}, run.succeeded ? 1 : 0);
+    }
+    if (standby_) addSample(standby, {}, *standby_ ? 1 : 0);
+    if (replayLag_) addSample(replayLag, {}, *replayLag_);
   }
   for (const TableReadStats& t : readStats_.tables()) {
     addSample(rows, {{"table", t.table}}, static_cast<double>(t.rowsRead.load()));
@@ -100,6 +145,11 @@ void SelfHealthCollector::collect(std::vector<prometheus::MetricFamily>& out) co
   addSample(build, {{"version", IDEMWATCH_VERSION}, {"revision", buildRevision()}}, 1);
   for (auto* f : {&dbUp, &duration, &errors, &last, &rows, &gaps, &resolved, &overflow, &build}) {
     out.push_back(std::move(*f));
+  }
+  // These appear with their first sample: a collector's first update, the first connection, a
+  // standby.
+  for (auto* f : {&collectorDuration, &collectorSuccess, &standby, &replayLag}) {
+    if (!f->metric.empty()) out.push_back(std::move(*f));
   }
 }
 

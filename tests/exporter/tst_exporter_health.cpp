@@ -1,0 +1,87 @@
+// Per-collector health, as node_exporter's node_scrape_collector_duration_seconds and
+// node_scrape_collector_success: every collector that runs has both series; one that fails (the
+// function it reads renamed away) shows success 0 while the others stay 1, and 1 again once it
+// recovers. On a primary the exporter says so: db_standby 0 and no replay lag.
+#include <QtTest>
+
+#include "exporter_harness.hpp"
+#include "test_database.hpp"
+
+using namespace idem::test;
+
+namespace {
+
+std::string collectorKey(const std::string& family, const std::string& collector) {
+  return family + "{collector=\"" + collector + "\"}";
+}
+
+// collector -> success, for every collector_success series of the scrape.
+std::map<std::string, double> successes(const Series& s) {
+  const std::string prefix = "idempotency_exporter_collector_success{collector=\"";
+  std::map<std::string, double> out;
+  for (const auto& [key, v] : s) {
+    if (key.starts_with(prefix)) out[key.substr(prefix.size(), key.size() - prefix.size() - 2)] = v;
+  }
+  return out;
+}
+
+}  // namespace
+
+class TestExporterHealth : public QObject {
+  Q_OBJECT
+  std::unique_ptr<TestDatabase> db_;
+
+ private slots:
+  void initTestCase() { db_ = std::make_unique<TestDatabase>("tst_exporter_health"); }
+  void init() { db_->reset(); }
+
+  void everyCollectorHasDurationAndSuccess() {
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(2));
+    const Series s = e.scrape();
+    const auto all = successes(s);
+    for (const char* name : {"unsettled_records", "requests", "transitions", "fund_flows"}) {
+      QVERIFY2(all.count(name) == 1, name);
+    }
+    for (const auto& [name, ok] : all) {
+      QVERIFY2(ok == 1.0, name.c_str());
+      const auto d =
+          value(s, collectorKey("idempotency_exporter_collector_duration_seconds", name));
+      QVERIFY2(d && *d >= 0 && *d < 10, name.c_str());
+    }
+    QVERIFY(all.count("self_health") == 0);  // it reads nothing
+  }
+
+  void aFailingCollectorShowsSuccessZeroWhileTheOthersStayOne() {
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(2));
+    db_->exec(
+        "ALTER FUNCTION idem.lease_expired(text, timestamptz) RENAME TO lease_expired_elsewhere");
+    QVERIFY(waitUntil([&] { return successes(e.scrape())["unsettled_records"] == 0.0; }));
+    QVERIFY(e.waitForCollections(2));
+    Series s = e.scrape();
+    for (const auto& [name, ok] : successes(s)) {
+      QCOMPARE(ok, name == "unsettled_records" ? 0.0 : 1.0);
+    }
+    QVERIFY(*value(s, "idempotency_exporter_collect_errors_total{stage=\"unsettled_records\"}") >=
+            1.0);
+    QCOMPARE(value(s, "idempotency_exporter_collect_errors_total{stage=\"requests\"}"),
+             std::optional(0.0));
+    db_->exec(
+        "ALTER FUNCTION idem.lease_expired_elsewhere(text, timestamptz) RENAME TO lease_expired");
+    QVERIFY(waitUntil([&] { return successes(e.scrape())["unsettled_records"] == 1.0; }));
+  }
+
+  void aPrimaryIsNoStandbyAndHasNoReplayLag() {
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(1));
+    const Series s = e.scrape();
+    QCOMPARE(value(s, "idempotency_exporter_db_standby"), std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_exporter_replay_lag_seconds"), std::nullopt);
+    const HttpAnswer landing = httpGet({e.url(QStringLiteral("/")), {}, {}});
+    QVERIFY2(landing.body.contains("Database: a primary."), landing.body.constData());
+  }
+};
+
+QTEST_GUILESS_MAIN(TestExporterHealth)
+#include "tst_exporter_health.moc"
