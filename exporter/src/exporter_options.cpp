@@ -82,6 +82,10 @@ void declareFlags(CommandLine& cli, ExporterOptions& o) {
                milliseconds(1000));
   cli.integer("max-tracked-gaps", "N", "per table, ids awaiting their row", o.maxTrackedGaps, 1,
               10'000'000);
+  cli.duration("standby.statement-bound",
+               "on a hot standby, the longest an insert on the primary may run; a gap in the ids "
+               "is declared permanent only after it",
+               o.standbyStatementBound, milliseconds(100));
   cli.integer("max-biz-types", "N",
               "biz_type label values kept; further ones count as \"other\" "
               "(--reconcile-biz-types are always kept)",

@@ -45,6 +45,10 @@ struct ExporterOptions {
   // Ids below the high-water mark whose rows are not visible yet, per table (see
   // incremental_reader.hpp). Past this, the oldest are given up and counted as abandoned.
   std::size_t maxTrackedGaps = 100'000;
+  // On a hot standby, how long the primary's inserts into the counted tables may run at most: a gap
+  // in the ids is proven permanent only once the standby replayed a commit this much later
+  // (incremental_reader.hpp, "On a standby").
+  std::chrono::milliseconds standbyStatementBound{60'000};
 
   // --collector.NAME (true) and --no-collector.NAME (false); a collector not named here runs if
   // it is on by default.

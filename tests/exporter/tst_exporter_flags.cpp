@@ -139,6 +139,9 @@ class TestExporterFlags : public QObject {
     QCOMPARE(d.reconcileWindow, milliseconds(86400000));
     QCOMPARE(d.reconcileGrace, milliseconds(300000));
     QCOMPARE(d.reconcileBizTypes, std::vector<std::string>{"payment"});
+    QCOMPARE(d.standbyStatementBound, milliseconds(60000));
+    QCOMPARE(parseOptions({"--standby.statement-bound=5m"}).standbyStatementBound,
+             milliseconds(300000));
     const ExporterOptions c =
         parseOptions({"--collect-interval=1s", "--ratio-window", "1h", "--reconcile-biz-types",
                       "payment, refund", "--db.dsn", "dbname=x"});
@@ -172,6 +175,8 @@ class TestExporterFlags : public QObject {
         usageError({"--reconcile-grace=1h", "--reconcile-window=30m"}).find("must be shorter") !=
         std::string::npos);
     QVERIFY(usageError({"--max-tracked-gaps=lots"}).find("--max-tracked-gaps") !=
+            std::string::npos);
+    QVERIFY(usageError({"--standby.statement-bound=10ms"}).find("--standby.statement-bound") !=
             std::string::npos);
     QCOMPARE(usageError({"--max-biz-types=0"}),
              std::string("--max-biz-types must be between 1 and 100000, got 0"));

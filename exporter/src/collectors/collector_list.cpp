@@ -32,6 +32,7 @@ CollectorSet::CollectorSet(const ExporterOptions& options)
   ReaderLimits reader;
   reader.window = options.ratioWindow;
   reader.maxTrackedGaps = options.maxTrackedGaps;
+  reader.standbyStatementBound = options.standbyStatementBound;
   const CollectorContext context{options, bizTypes_, reader, *readStats_};
   std::vector<std::string> stages{"connect"};
   for (const CollectorRegistration* r : registrations) {
