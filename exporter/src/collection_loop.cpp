@@ -4,6 +4,7 @@
 #include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 
+#include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
 #include "idem/duration.hpp"
 #include "log.hpp"
@@ -84,12 +85,19 @@ bool CollectionLoop::waitFor(std::chrono::milliseconds d) {
 bool CollectionLoop::connect() {
   try {
     auto c = idem::connect(settings_);
-    pqxx::nontransaction tx(*c);
-    tx.exec(kSessionSetup);
-    // Also when the DSN carried its own options: every statement is bounded.
-    tx.exec_params("SELECT pg_catalog.set_config('statement_timeout', $1, false)",
-                   std::to_string(settings_.statementTimeout.count()));
-    tx.commit();
+    // Behind a pooler (PgBouncer in transaction mode) a session setting would stay on the server
+    // connection for its next client: there, only the transactions opened through
+    // idem/bounded_transaction.hpp are bounded (StatementTimeoutScope in run()), and nothing is
+    // set for the session. A session of our own may carry the settings for every statement.
+    if (idem::sessionIsShared(*c)) {
+      logInfo("the database connection goes through a pooler: no session settings");
+    } else {
+      pqxx::nontransaction tx(*c);
+      tx.exec(kSessionSetup);
+      tx.exec_params("SELECT pg_catalog.set_config('statement_timeout', $1, false)",
+                     std::to_string(settings_.statementTimeout.count()));
+      tx.commit();
+    }
     connection_ = std::move(c);
     const bool standby = readServerRole();
     const std::string role = standby
@@ -180,6 +188,7 @@ void CollectionLoop::collectOnce() {
 }
 
 void CollectionLoop::run() {
+  const StatementTimeoutScope timeout(settings_.statementTimeout);
   for (;;) {
     {
       std::lock_guard lock(mutex_);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <pqxx/pqxx>
 
+#include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
 #include "idem/record_queries.hpp"
 #include "idem/sql_fragments.hpp"
@@ -109,9 +110,11 @@ void DatabaseWorker::connectNow() {
 ConnectionInfo DatabaseWorker::describeConnection() {
   ConnectionInfo info;
   const Timestamp before = localNow();
-  pqxx::nontransaction tx(*connection_);
-  const pqxx::result r =
-      idem::translatingErrors("describe the connection", [&] { return tx.exec(kDescribe); });
+  const idem::StatementTimeoutScope timeout(settings_->statementTimeout);
+  const pqxx::result r = idem::translatingErrors("describe the connection", [&] {
+    return idem::boundedCall(*connection_,
+                             [](pqxx::transaction_base& tx) { return tx.exec(kDescribe); });
+  });
   const Timestamp after = localNow();
   if (r.empty()) throw idem::DatabaseError("", "the connected role is not in pg_roles");
   const pqxx::row row = r[0];
@@ -157,6 +160,7 @@ bool DatabaseWorker::run(const RequestTracker::Request& request, const char* wha
     return true;
   }
   try {
+    const idem::StatementTimeoutScope timeout(settings_->statementTimeout);
     work(*connection_);
     return true;
   } catch (...) {
@@ -173,10 +177,11 @@ bool DatabaseWorker::run(const RequestTracker::Request& request, const char* wha
 RecordPage readPage(pqxx::connection& c, const RecordFilter& filter,
                     const std::optional<RecordCursor>& after, int limit) {
   const auto start = Clock::now();
-  pqxx::nontransaction tx(c);
   // One row more than asked tells whether another page follows, without a second query.
   RecordPage page;
-  page.records = readRecords(tx, pageQuery(filter, after, limit + 1));
+  page.records = idem::boundedCall(c, [&](pqxx::transaction_base& tx) {
+    return readRecords(tx, pageQuery(filter, after, limit + 1));
+  });
   page.hasMore = static_cast<int>(page.records.size()) > limit;
   if (page.hasMore) page.records.pop_back();
   page.databaseTime = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
@@ -187,7 +192,7 @@ RecordPage readWindow(pqxx::connection& c, const RecordFilter& filter, const Rec
                       int limit, int firstPageLimit) {
   const auto start = Clock::now();
   // Both statements see one snapshot, so "is there more" matches the window it follows.
-  pqxx::read_transaction tx(c);
+  idem::ReadTransaction tx(c);
   RecordPage page;
   page.isWindow = true;
   page.records = readRecords(tx, windowQuery(filter, through, limit));
@@ -207,7 +212,7 @@ RecordPage readWindow(pqxx::connection& c, const RecordFilter& filter, const Rec
 RecordEvidence readEvidence(pqxx::connection& c, const std::string& key) {
   RecordEvidence evidence;
   evidence.key = key;
-  pqxx::read_transaction tx(c);
+  idem::ReadTransaction tx(c);
   evidence.record = idem::findRecord(tx, key);
   if (evidence.record) {
     evidence.transitions = idem::transitionsOf(tx, key);
@@ -219,9 +224,9 @@ RecordEvidence readEvidence(pqxx::connection& c, const std::string& key) {
 }
 
 UnsettledCounts readCounts(pqxx::connection& c) {
-  pqxx::nontransaction tx(c);
-  const pqxx::row r =
-      idem::translatingErrors("count stuck records", [&] { return tx.exec(kCounts)[0]; });
+  const pqxx::row r = idem::translatingErrors("count stuck records", [&] {
+    return idem::boundedCall(c, [](pqxx::transaction_base& tx) { return tx.exec(kCounts)[0]; });
+  });
   UnsettledCounts counts;
   counts.processing = r[0].as<qint64>();
   counts.processingPastLease = r[1].as<qint64>();

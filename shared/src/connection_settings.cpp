@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <pqxx/connection>
 #include <pqxx/except>
+#include <pqxx/nontransaction>
 #include <regex>
 
 #include "idem/database_error.hpp"
@@ -52,15 +53,6 @@ std::string ConnectionSettings::effectiveDsn() const {
     addParameter(out, "connect_timeout", std::to_string(connectTimeout.count()));
   }
   if (std::getenv("PGAPPNAME") == nullptr) addParameter(out, "application_name", applicationName);
-  if (statementTimeout.count() > 0 && !mentions(out, "options")) {
-    const std::string value = "-c statement_timeout=" + std::to_string(statementTimeout.count());
-    if (isUri(out)) {
-      addParameter(out, "options",
-                   "-c%20statement_timeout%3D" + std::to_string(statementTimeout.count()));
-    } else {
-      addParameter(out, "options", value);
-    }
-  }
   return out;
 }
 
@@ -70,6 +62,13 @@ std::string ConnectionSettings::redacted() const {
   std::string out = std::regex_replace(dsn, keyValue, "$1***");
   out = std::regex_replace(out, uriPassword, "$1***@");
   return out.empty() ? "(libpq environment)" : out;
+}
+
+bool sessionIsShared(pqxx::connection& connection) {
+  // A pooler answers the startup itself and hands the client a backend key of its own making
+  // (PgBouncer: random bytes), so the pid the client was told is not the server's.
+  pqxx::nontransaction tx(connection);
+  return tx.exec1("SELECT pg_catalog.pg_backend_pid()")[0].as<int>() != connection.backendpid();
 }
 
 std::unique_ptr<pqxx::connection> connect(const ConnectionSettings& settings) {

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
 
 namespace idem {
@@ -25,7 +26,9 @@ CREATE TABLE IF NOT EXISTS idem.schema_migrations (
 );
 )SQL";
 
-// Any fixed number: all idemwatch migrators take the same transaction-scoped lock.
+// Any fixed number: all idemwatch migrators take the same transaction-scoped lock. Transaction-
+// scoped, not a session lock: it holds behind a transaction-mode pooler too, where the session
+// is not ours to keep.
 constexpr const char* kLock = "SELECT pg_advisory_xact_lock(7347261900531)";
 
 // Every EXECUTE privilege on an idem function other than its owner's own, with the grantee's name
@@ -152,7 +155,7 @@ MigrationReport migrate(pqxx::connection& connection, const std::vector<Migratio
                         const MigrateOptions& options) {
   return translatingErrors("migrate", [&] {
     MigrationReport report;
-    pqxx::work tx(connection);
+    Work tx(connection);
     tx.exec(kLock);
     tx.exec(kBootstrap);
 

@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
 
 namespace idem {
@@ -14,9 +15,10 @@ constexpr const char* kMembership = "SELECT pg_has_role(session_user, $1, 'MEMBE
 SessionRole sessionMembership(pqxx::connection& connection, const std::string& role,
                               const char* what) {
   return translatingErrors(what, [&] {
-    pqxx::nontransaction tx(connection);
-    const pqxx::row r = tx.exec_params1(kMembership, role);
-    return SessionRole{r[1].c_str(), r[0].as<bool>()};
+    return boundedCall(connection, [&](pqxx::transaction_base& tx) {
+      const pqxx::row r = tx.exec_params1(kMembership, role);
+      return SessionRole{r[1].c_str(), r[0].as<bool>()};
+    });
   });
 }
 

@@ -6,6 +6,7 @@
 #include <pqxx/connection>
 #include <pqxx/pqxx>
 
+#include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
 #include "idem/duration.hpp"
 #include "idem/record_queries.hpp"
@@ -97,7 +98,7 @@ std::string statusOf(const ChangeResult& change) {
 SettleAssessment readAssessment(pqxx::connection& connection, const std::string& key) {
   return translatingErrors("weigh the evidence", [&] {
     SettleAssessment out;
-    pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(connection);
+    SnapshotRead tx(connection);
     out.record = findRecord(tx, key);
     if (!out.record) return out;
     out.flows = fundFlowsOf(tx, out.record->bizType, out.record->bizId);
@@ -116,7 +117,7 @@ SettleAssessment readAssessment(pqxx::connection& connection, const std::string&
 std::vector<Transition> changesAfter(pqxx::connection& connection, const std::string& key,
                                      int version) {
   return translatingErrors("read what changed", [&] {
-    pqxx::read_transaction tx(connection);
+    ReadTransaction tx(connection);
     std::vector<Transition> out = transitionsOf(tx, key, version);
     tx.commit();
     return out;

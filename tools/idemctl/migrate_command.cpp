@@ -2,6 +2,7 @@
 #include <pqxx/pqxx>
 
 #include "database_flags.hpp"
+#include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
 #include "idem/migrations.hpp"
 #include "idemctl.hpp"
@@ -12,7 +13,7 @@ namespace {
 // The newest migration applied, 0 for a database idemwatch never migrated.
 int schemaVersion(pqxx::connection& connection) {
   return translatingErrors("migrate", [&] {
-    pqxx::read_transaction tx(connection);
+    ReadTransaction tx(connection);
     if (tx.exec1("SELECT to_regclass('idem.schema_migrations') IS NULL")[0].as<bool>()) return 0;
     return tx.exec1("SELECT coalesce(max(version), 0) FROM idem.schema_migrations")[0].as<int>();
   });

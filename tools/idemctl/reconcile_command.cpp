@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "database_flags.hpp"
+#include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
 #include "idem/duration.hpp"
 #include "idem/session_role.hpp"
@@ -44,7 +45,7 @@ struct Round {
 
 Round reconcileOnce(pqxx::connection& connection) {
   return translatingErrors("reconcile", [&] {
-    pqxx::work tx(connection);
+    Work tx(connection);
     Round out;
     out.resolved = tx.exec1(kReconcile)[0].as<int>();
     if (out.resolved > 0) {

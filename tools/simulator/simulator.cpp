@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "agent.hpp"
+#include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
 #include "idem/session_role.hpp"
 #include "idem/settlement.hpp"
@@ -156,7 +157,7 @@ void carelessOperatorRound(pqxx::connection& connection, const std::string& pref
                            TrafficCounters& counters) {
   std::vector<std::pair<std::string, int>> live;
   translatingErrors("find records in flight", [&] {
-    pqxx::read_transaction tx(connection);
+    ReadTransaction tx(connection);
     for (const pqxx::row& r : tx.exec_params(kInFlight, prefix)) {
       live.emplace_back(r[0].c_str(), r[1].as<int>());
     }
@@ -180,7 +181,7 @@ void operatorRound(pqxx::connection& connection, const SimulationConfig& config,
   if (config.carelessRate > 0) carelessOperatorRound(connection, prefix, counters);
   std::vector<std::string> keys;
   translatingErrors("find stuck records", [&] {
-    pqxx::read_transaction tx(connection);
+    ReadTransaction tx(connection);
     for (const pqxx::row& r : tx.exec_params(kStuck, prefix)) keys.emplace_back(r[0].c_str());
     tx.commit();
   });

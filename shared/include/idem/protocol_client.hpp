@@ -73,8 +73,8 @@ struct FundFlowResult {
 
 class ProtocolClient {
  public:
-  // Prepares the protocol's statements on the connection. The connection must outlive the client
-  // and must not be used by another thread meanwhile.
+  // Holds no session state (no prepared statements), so it works behind a transaction-mode pooler.
+  // The connection must outlive the client and must not be used by another thread meanwhile.
   explicit ProtocolClient(pqxx::connection& connection);
 
   BeginResult begin(const BeginRequest& request);
@@ -100,6 +100,9 @@ class ProtocolClient {
   FundFlowResult recordFundFlow(const FundFlowInput& flow);
 
  private:
+  template <typename Call>
+  auto call(const char* what, Call&& body);
+
   pqxx::connection& connection_;
 };
 
