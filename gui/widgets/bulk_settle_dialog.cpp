@@ -68,7 +68,7 @@ BulkSettleDialog::BulkSettleDialog(DatabaseSession* session, QWidget* parent)
   table_->setModel(run_.results());
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setWordWrap(false);
-  table_->setTextElideMode(Qt::ElideLeft);
+  table_->setTextElideMode(Qt::ElideRight);  // the messages' beginnings say what happened
   table_->verticalHeader()->setVisible(false);
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->setColumnWidth(BulkResultModel::Key, 240);

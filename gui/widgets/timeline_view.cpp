@@ -18,7 +18,7 @@ namespace idem::admin {
 namespace {
 
 constexpr qreal kLaneLabelWidth = 230;
-constexpr qreal kLaneHeight = 64;
+constexpr qreal kLaneHeight = 96;
 constexpr qreal kTop = 34;
 constexpr qreal kMarkRadius = 7;
 constexpr qreal kMargin = 16;
@@ -144,16 +144,27 @@ void TimelineView::rebuild() {
     tick->setBrush(axisColour);
     tick->setPos(x - tick->boundingRect().width() / 2, axisY + 7);
   }
-  auto* legend = scene_->addSimpleText(
-      QStringLiteral("\u25CF attempt   \u25A0 transition   \u25C6 fund flow   \u29D7 lease "
-                     "expiry   (hover a mark for the whole row)"),
-      font);
-  legend->setBrush(axisColour);
-  legend->setPos(left, axisY + 30);
+  // The legend draws the marks' own shapes (plain path items, not marks: they are not events).
+  qreal legendX = left;
+  for (const auto& [kind, name] : {std::pair{StoryEventKind::Attempt, "attempt"},
+                                   std::pair{StoryEventKind::Transition, "transition"},
+                                   std::pair{StoryEventKind::FundFlow, "fund flow"},
+                                   std::pair{StoryEventKind::LeaseExpiry, "lease expiry"}}) {
+    auto* shape = scene_->addPath(markShape(kind), QPen(axisColour), QBrush(axisColour));
+    shape->setScale(0.8);
+    shape->setPos(legendX + kMarkRadius, axisY + 38);
+    auto* text = scene_->addSimpleText(QString::fromLatin1(name), font);
+    text->setBrush(axisColour);
+    text->setPos(legendX + 2 * kMarkRadius + 6, axisY + 38 - text->boundingRect().height() / 2);
+    legendX += 2 * kMarkRadius + 18 + text->boundingRect().width();
+  }
+  auto* hover = scene_->addSimpleText(QStringLiteral("(hover a mark for the whole row)"), font);
+  hover->setBrush(axisColour);
+  hover->setPos(legendX + 8, axisY + 38 - hover->boundingRect().height() / 2);
 
-  // The marks, one per event; labels alternate above and below within a lane so neighbours
-  // rarely overlap.
-  std::vector<int> labelsInLane(static_cast<std::size_t>(laneCount), 0);
+  // The marks, one per event. Each label takes the first free place of four (above, below, then
+  // one line further out on each side), so labels of events close in time do not cover each other.
+  std::vector<std::vector<QRectF>> taken(static_cast<std::size_t>(laneCount));
   for (int row = 0; row < static_cast<int>(story_.events.size()); ++row) {
     const StoryEvent& e = story_.events[static_cast<std::size_t>(row)];
     const int lane = layout.laneOf(e);
@@ -176,9 +187,22 @@ void TimelineView::rebuild() {
     auto* label = new QGraphicsSimpleTextItem(text, mark);
     label->setFont(e.kind == StoryEventKind::Attempt ? font : bold);
     label->setBrush(colour.darker(120));
-    const bool above = labelsInLane[static_cast<std::size_t>(lane)]++ % 2 == 0;
     const QRectF box = label->boundingRect();
-    label->setPos(-box.width() / 2, above ? -kMarkRadius - 4 - box.height() : kMarkRadius + 4);
+    const qreal h = box.height();
+    const qreal places[] = {-kMarkRadius - 4 - h, kMarkRadius + 4, -kMarkRadius - 6 - 2 * h,
+                            kMarkRadius + 6 + h};
+    std::vector<QRectF>& used = taken[static_cast<std::size_t>(lane)];
+    qreal dy = places[0];
+    for (qreal place : places) {
+      const QRectF at(x - box.width() / 2, y + place, box.width(), h);
+      if (std::none_of(used.begin(), used.end(),
+                       [&](const QRectF& r) { return r.intersects(at); })) {
+        dy = place;
+        break;
+      }
+    }
+    used.emplace_back(x - box.width() / 2, y + dy, box.width(), h);
+    label->setPos(-box.width() / 2, dy);
   }
   scene_->setSceneRect(0, 0, left + plotWidth + 2 * kMargin, axisY + 56);
 }
