@@ -14,6 +14,7 @@
 
 #include "admin_fixture.hpp"
 #include "models/database_session.hpp"
+#include "models/record_table_model.hpp"
 #include "models/timeline_events.hpp"
 #include "widgets/main_window.hpp"
 #include "widgets/timeline_view.hpp"
@@ -159,7 +160,6 @@ class TestTimeline : public QObject {
     // show as such.
     QStringList labels;
     for (const TimelineMark* m : drawn) labels << childText(m);
-    qInfo() << labels;
     QVERIFY2(labels.filter(QStringLiteral("llm retry")).size() == 1, qPrintable(labels.join('|')));
     QVERIFY(labels.filter(QStringLiteral("callback retry")).size() == 1);
     QVERIFY(labels.filter(QStringLiteral("lease expired")).size() == 1);
@@ -184,6 +184,14 @@ class TestTimeline : public QObject {
     QVERIFY(w.timelinePane() != nullptr);
     QSignalSpy shown(w.timelinePane(), &TimelinePane::storyShown);
     QTRY_VERIFY_WITH_TIMEOUT(w.session()->isConnected(), 15000);
+    // Selecting a record draws its business object's story.
+    QTRY_VERIFY_WITH_TIMEOUT(w.recordsModel()->rowOfKey(kFirstKey) >= 0, 15000);
+    QVERIFY(w.selectRecord(QString::fromLatin1(kFirstKey)));
+    QTRY_VERIFY_WITH_TIMEOUT(w.timelinePane()->bizId() == "ord-incident" &&
+                                 w.timelinePane()->view()->marks().size() == storyRows(),
+                             15000);
+    // So does the slot the audit views call.
+    shown.clear();
     QMetaObject::invokeMethod(&w, "showBusinessObject", Q_ARG(QString, QStringLiteral("payment")),
                               Q_ARG(QString, QStringLiteral("ord-incident")));
     QVERIFY(shown.wait(15000));
