@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QClipboard>
 #include <QDateTime>
+#include <QDockWidget>
 #include <QFileDialog>
 #include <QHeaderView>
 #include <QLabel>
@@ -26,12 +27,14 @@
 #include "models/settle_availability.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "widgets/bulk_settle_dialog.hpp"
 #include "widgets/connection_dialog.hpp"
 #include "widgets/connection_status_label.hpp"
 #include "widgets/record_detail_view.hpp"
 #include "widgets/record_filter_bar.hpp"
 #include "widgets/record_table_view.hpp"
 #include "widgets/settle_dialog.hpp"
+#include "widgets/timeline_view.hpp"
 
 namespace idem::admin {
 namespace {
@@ -70,6 +73,7 @@ MainWindow::MainWindow(const Options& options, QWidget* parent)
 
   buildActions();
   buildLayout();
+  buildTimelineAndBulkSettle();
 
   connect(session_, &DatabaseSession::connected, this, &MainWindow::onConnected);
   connect(session_, &DatabaseSession::disconnected, this, &MainWindow::onDisconnected);
@@ -530,6 +534,85 @@ SettleDialog* MainWindow::openSettleDialog() {
 void MainWindow::onRecordSettled(const QString&, const QString& message) {
   statusBar()->showMessage(message, 15000);
   refreshAll(false);
+}
+
+void MainWindow::buildTimelineAndBulkSettle() {
+  timeline_ = new TimelinePane(session_, this);
+  auto* dock = new QDockWidget(QStringLiteral("Timeline"), this);
+  dock->setObjectName(QStringLiteral("timelineDock"));
+  dock->setWidget(timeline_);
+  addDockWidget(Qt::BottomDockWidgetArea, dock);
+  // The selected record's business object; the same object again only re-reads its story.
+  connect(selected_, &SelectedRecord::changed, this, [this] {
+    const std::optional<Record>& r = selected_->record();
+    if (!r) return;
+    if (r->bizType == timeline_->bizType() && r->bizId == timeline_->bizId()) {
+      timeline_->refresh();
+    } else {
+      timeline_->showBusinessObject(QString::fromStdString(r->bizType),
+                                    QString::fromStdString(r->bizId));
+    }
+  });
+
+  bulkSettleAction_ = new QAction(QStringLiteral("Settle se&lected\u2026"), this);
+  bulkSettleAction_->setObjectName(QStringLiteral("bulkSettleAction"));
+  bulkSettleAction_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));
+  bulkSettleAction_->setStatusTip(
+      QStringLiteral("Settle every selected record with one decision and one reason, each "
+                     "checked on its own (Ctrl+Shift+S)"));
+  bulkSettleMatchingAction_ =
+      new QAction(QStringLiteral("Settle all &matching the filter\u2026"), this);
+  bulkSettleMatchingAction_->setObjectName(QStringLiteral("bulkSettleMatchingAction"));
+  bulkSettleMatchingAction_->setStatusTip(QStringLiteral(
+      "Settle every record the records filter matches (at most 1,000), each checked on its own"));
+  connect(bulkSettleAction_, &QAction::triggered, this, [this] { openBulkSettle(false); });
+  connect(bulkSettleMatchingAction_, &QAction::triggered, this, [this] { openBulkSettle(true); });
+  for (QMenu* menu : menuBar()->findChildren<QMenu*>()) {
+    if (menu->actions().contains(settleAction_)) {
+      menu->addAction(bulkSettleAction_);
+      menu->addAction(bulkSettleMatchingAction_);
+    }
+  }
+  for (RecordTableView* view : {recordsView_, attentionView_}) {
+    view->setContextMenuPolicy(Qt::ActionsContextMenu);
+    view->addAction(bulkSettleAction_);
+    view->addAction(bulkSettleMatchingAction_);
+  }
+}
+
+void MainWindow::showBusinessObject(const QString& bizType, const QString& bizId) {
+  if (auto* dock = findChild<QDockWidget*>(QStringLiteral("timelineDock"))) {
+    dock->show();
+    dock->raise();
+  }
+  timeline_->showBusinessObject(bizType, bizId);
+}
+
+BulkSettleDialog* MainWindow::openBulkSettle(bool allMatching) {
+  if (!session_->isConnected() || isReadOnly()) {
+    statusBar()->showMessage(
+        isReadOnly()
+            ? QStringLiteral("Read-only: %1 may not settle records").arg(session_->info().role)
+            : QStringLiteral("Not connected to the database"),
+        15000);
+    return nullptr;
+  }
+  auto* dialog = new BulkSettleDialog(session_, this);
+  dialog->setAttribute(Qt::WA_DeleteOnClose);
+  if (allMatching) {
+    dialog->listMatching(activeModel()->filter());
+  } else {
+    std::vector<BulkTarget> targets;
+    for (const Record& r : activeView()->selectedRecords()) {
+      targets.push_back({r.idempotencyKey, r.version});
+    }
+    const auto n = static_cast<qint64>(targets.size());
+    dialog->setTargets(std::move(targets), n == 1 ? QStringLiteral("selected record")
+                                                  : QStringLiteral("selected records"));
+  }
+  connect(dialog, &BulkSettleDialog::finished, this, [this] { refreshAll(false); });
+  dialog->open();
+  return dialog;
 }
 
 int MainWindow::exportCsv(QIODevice& out) const {

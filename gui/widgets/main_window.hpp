@@ -21,6 +21,7 @@ class QTabWidget;
 
 namespace idem::admin {
 
+class BulkSettleDialog;
 class ConnectionStatusLabel;
 class DatabaseSession;
 class RecordDetailView;
@@ -29,6 +30,7 @@ class RecordTableModel;
 class RecordTableView;
 class SelectedRecord;
 class SettleDialog;
+class TimelinePane;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -61,6 +63,13 @@ class MainWindow : public QMainWindow {
   QAction* exportAction() const { return exportAction_; }
   QAction* connectAction() const { return connectAction_; }
   SettleDialog* settleDialog() const;
+  // Timeline and bulk settle.
+  TimelinePane* timelinePane() const { return timeline_; }
+  QAction* bulkSettleAction() const { return bulkSettleAction_; }
+  QAction* bulkSettleMatchingAction() const { return bulkSettleMatchingAction_; }
+  // The selected rows of the visible table, or (allMatching) every record matching the records
+  // filter; nullptr when read-only or not connected (the status bar says why).
+  BulkSettleDialog* openBulkSettle(bool allMatching);
 
   QString connectionStatusText() const;
   QString countsText() const;
@@ -79,6 +88,10 @@ class MainWindow : public QMainWindow {
   SettleDialog* openSettleDialog();
   void refreshNow();
   void setPaused(bool paused);
+
+ public slots:
+  // Draws the story of that business object in the Timeline dock and brings the dock up.
+  void showBusinessObject(const QString& bizType, const QString& bizId);
 
  signals:
   // The server wants a password and none was given: main.cpp opens the connection dialog.
@@ -136,6 +149,11 @@ class MainWindow : public QMainWindow {
   UnsettledCounts counts_;
   bool haveCounts_ = false;
   QPointer<SettleDialog> settleDialog_;
+
+  void buildTimelineAndBulkSettle();
+  TimelinePane* timeline_ = nullptr;
+  QAction* bulkSettleAction_ = nullptr;
+  QAction* bulkSettleMatchingAction_ = nullptr;
 };
 
 }  // namespace idem::admin

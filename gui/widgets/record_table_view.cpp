@@ -10,7 +10,7 @@ namespace idem::admin {
 
 RecordTableView::RecordTableView(QWidget* parent) : QTableView(parent) {
   setSelectionBehavior(QAbstractItemView::SelectRows);
-  setSelectionMode(QAbstractItemView::SingleSelection);
+  setSelectionMode(QAbstractItemView::ExtendedSelection);
   setAlternatingRowColors(true);
   setWordWrap(false);
   setTextElideMode(Qt::ElideMiddle);
@@ -45,6 +45,16 @@ void RecordTableView::setRecordModel(RecordTableModel* model) {
   connect(model, &RecordTableModel::refreshAboutToApply, this, &RecordTableView::rememberTopRow);
   connect(model, &RecordTableModel::refreshApplied, this, &RecordTableView::restoreTopRow);
   applyRecordColumnWidths();
+}
+
+std::vector<Record> RecordTableView::selectedRecords() const {
+  QModelIndexList rows = selectionModel()->selectedRows();
+  std::sort(rows.begin(), rows.end());
+  std::vector<Record> out;
+  for (const QModelIndex& index : rows) {
+    if (const Record* r = records_->recordAt(index.row())) out.push_back(*r);
+  }
+  return out;
 }
 
 void RecordTableView::rememberTopRow() {

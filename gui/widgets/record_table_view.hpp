@@ -1,10 +1,13 @@
 // A QTableView set up for millions of lazily loaded records: fixed row heights (no per-row
-// measuring), one selected row at a time, sensible column widths, and the sort column marked.
+// measuring), one selected row or many (Ctrl/Shift-click, for bulk settle), sensible column
+// widths, and the sort column marked.
 #pragma once
 
 #include <QTableView>
 #include <string>
+#include <vector>
 
+#include "idem/domain.hpp"
 #include "models/record_filter.hpp"
 
 namespace idem::admin {
@@ -23,6 +26,8 @@ class RecordTableView : public QTableView {
   // Widths for the record columns.
   void applyRecordColumnWidths();
   void showOrder(RecordOrder order);
+  // The selected rows' records, top to bottom (Ctrl/Shift-click selects many: bulk settle).
+  std::vector<Record> selectedRecords() const;
 
  signals:
   // The operator clicked the Updated or Created header.
