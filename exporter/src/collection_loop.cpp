@@ -128,8 +128,9 @@ bool CollectionLoop::connect() {
 }
 
 bool CollectionLoop::readServerRole() {
-  pqxx::nontransaction tx(*connection_);
+  idem::ReadTransaction tx(*connection_);
   const pqxx::row row = tx.exec1(kServerRole);
+  tx.commit();
   const bool standby = row[0].as<bool>();
   if (standby_ && !standby) {
     logInfo("the standby was promoted: the database is a primary now; counting goes on");

@@ -1,8 +1,9 @@
 #include "incremental_reader.hpp"
 
+#include "idem/bounded_transaction.hpp"
+
 #include <algorithm>
 #include <optional>
-#include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 #include <pqxx/transaction>
 
@@ -111,8 +112,9 @@ void IncrementalReader::poll(pqxx::connection& connection, const RowSink& sink) 
   try {
     if (!gaps_.empty()) refreshHorizons(connection);
     {
-      pqxx::nontransaction tx(connection);
+      idem::ReadTransaction tx(connection);
       snapshotTime_ = tx.exec1(kNow)[0].as<double>();
+      tx.commit();
     }
     recheckGaps(connection, sink);
     readNewRows(connection, sink);
@@ -125,7 +127,7 @@ void IncrementalReader::poll(pqxx::connection& connection, const RowSink& sink) 
 
 void IncrementalReader::start(pqxx::connection& connection, const RowSink& sink) {
   // One snapshot for the high-water mark and the rows below it, so that nothing falls between.
-  pqxx::transaction<pqxx::repeatable_read, pqxx::read_only> tx(connection);
+  idem::SnapshotRead tx(connection);
   snapshotTime_ = tx.exec1(kNow)[0].as<double>();
   const std::int64_t top = tx.exec1(queries_.highWater)[0].as<std::int64_t>();
   std::int64_t from = top - limits_.startBackfillIds + 1;
@@ -167,8 +169,9 @@ void IncrementalReader::start(pqxx::connection& connection, const RowSink& sink)
 void IncrementalReader::refreshHorizons(pqxx::connection& connection) {
   ServerView view;
   {
-    pqxx::nontransaction tx(connection);
+    idem::ReadTransaction tx(connection);
     const pqxx::result rows = tx.exec_params(kProofState, queries_.relation);
+    tx.commit();
     view.standby = !rows.empty() && rows[0][0].as<bool>();
     for (const pqxx::row& row : rows) {
       if (!row[1].is_null()) view.holders.push_back(row[1].as<std::string>());
@@ -235,10 +238,11 @@ void IncrementalReader::recheckGaps(pqxx::connection& connection, const RowSink&
     const std::size_t end = std::min(ids.size(), start + kRecheckChunk);
     pqxx::result found;
     {
-      pqxx::nontransaction tx(connection);
+      idem::ReadTransaction tx(connection);
       found = tx.exec_params(queries_.rowsByIds,
                              bigintArrayLiteral(ids.begin() + static_cast<std::ptrdiff_t>(start),
                                                 ids.begin() + static_cast<std::ptrdiff_t>(end)));
+      tx.commit();
     }
     // Count and forget the filled gaps together, before the next statement can fail.
     std::vector<std::int64_t> filled;
@@ -283,8 +287,9 @@ void IncrementalReader::readNewRows(pqxx::connection& connection, const RowSink&
   while (rows < limits_.maxRowsPerPoll) {
     pqxx::result batch;
     {
-      pqxx::nontransaction tx(connection);
+      idem::ReadTransaction tx(connection);
       batch = tx.exec_params(queries_.rowsAfter, highWater_, limits_.batchSize);
+      tx.commit();
     }
     for (const pqxx::row& row : batch) {
       const std::int64_t id = row[0].as<std::int64_t>();

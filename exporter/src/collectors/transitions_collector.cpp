@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "collectors/registry.hpp"
+#include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
 #include "idem/vocabulary.hpp"
 #include "log.hpp"
@@ -65,10 +66,11 @@ void TransitionsCollector::take(const pqxx::row& row, RowOrigin origin) {
 void TransitionsCollector::readStateMachine(pqxx::connection& connection) {
   if (connection.backendpid() == stateMachineSession_) return;
   try {
+    idem::ReadTransaction tx(connection);
     const pqxx::result rows =
-        pqxx::nontransaction(connection)
-            .exec_params(kAllowed, arrayOf<RecordStatus>(true), arrayOf<RecordStatus>(false),
-                         arrayOf<ActorKind>(false));
+        tx.exec_params(kAllowed, arrayOf<RecordStatus>(true), arrayOf<RecordStatus>(false),
+                       arrayOf<ActorKind>(false));
+    tx.commit();
     std::lock_guard lock(mutex_);
     for (const pqxx::row& row : rows) {
       FromStatus from;

@@ -1,10 +1,10 @@
 #include "collectors/unsettled_records_collector.hpp"
 
 #include <algorithm>
-#include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 
 #include "collectors/registry.hpp"
+#include "idem/bounded_transaction.hpp"
 #include "metric_families.hpp"
 
 namespace idem::exporter {
@@ -52,7 +52,7 @@ UnsettledRecordsCollector::UnsettledRecordsCollector(std::shared_ptr<BizTypes> b
     : bizTypes_(std::move(bizTypes)) {}
 
 void UnsettledRecordsCollector::update(pqxx::connection& connection) {
-  pqxx::nontransaction tx(connection);
+  idem::ReadTransaction tx(connection);
   if (!discovered_) {
     for (const pqxx::row& row : tx.exec(kKnownBizTypes)) bizTypes_->intern(row[0].c_str());
     discovered_ = true;
@@ -73,6 +73,7 @@ void UnsettledRecordsCollector::update(pqxx::connection& connection) {
       next.oldestUnknown = std::max(next.oldestUnknown, age);
     }
   }
+  tx.commit();
   std::lock_guard lock(mutex_);
   state_ = std::move(next);
 }
