@@ -23,6 +23,10 @@ namespace idem::admin {
 
 class ConnectionStatusLabel;
 class DatabaseSession;
+class OverchargesView;
+class ReconciliationView;
+class RefreshStamp;
+class TraceAuditView;
 class RecordDetailView;
 class RecordFilterBar;
 class RecordTableModel;
@@ -60,6 +64,10 @@ class MainWindow : public QMainWindow {
   QAction* pauseAction() const { return pauseAction_; }
   QAction* exportAction() const { return exportAction_; }
   QAction* connectAction() const { return connectAction_; }
+  ReconciliationView* reconciliationView() const { return reconciliation_; }
+  OverchargesView* overchargesView() const { return overcharges_; }
+  TraceAuditView* traceAuditView() const { return traceAudit_; }
+  QTabWidget* tabs() const { return tabs_; }
   SettleDialog* settleDialog() const;
 
   QString connectionStatusText() const;
@@ -80,7 +88,13 @@ class MainWindow : public QMainWindow {
   void refreshNow();
   void setPaused(bool paused);
 
+  // TIMELINE HOOK: the trace audit's selected event belongs to this business object. The timeline
+  // (gui/widgets/timeline_view.*) shows its story here; until then it is only announced.
+  void showBusinessObjectStory(const QString& bizType, const QString& bizId);
+
  signals:
+  // The business object whose story the operator asked to see (showBusinessObjectStory).
+  void businessObjectChosen(const QString& bizType, const QString& bizId);
   // The server wants a password and none was given: main.cpp opens the connection dialog.
   void passwordNeeded(const QString& problem);
 
@@ -99,6 +113,8 @@ class MainWindow : public QMainWindow {
   void updateLoadedText();
   void updateRefreshText();
   void exportToFile();
+  void buildMoneyTabs();
+  void updateWindowTitle();
   RecordTableView* activeView() const;
   RecordTableModel* activeModel() const;
 
@@ -114,6 +130,11 @@ class MainWindow : public QMainWindow {
   RecordTableView* attentionView_ = nullptr;
   RecordDetailView* detail_ = nullptr;
   QLabel* attentionHeader_ = nullptr;
+  ReconciliationView* reconciliation_ = nullptr;
+  OverchargesView* overcharges_ = nullptr;
+  TraceAuditView* traceAudit_ = nullptr;
+  RefreshStamp* recordsStamp_ = nullptr;
+  RefreshStamp* attentionStamp_ = nullptr;
 
   ConnectionStatusLabel* connectionLabel_ = nullptr;
   QLabel* readOnlyLabel_ = nullptr;

@@ -1,0 +1,86 @@
+// The Reconciliation tab: the answers to both money questions over a window and a grace period
+// (the exporter's defaults, 24 h and 5 min), and for the selected row its business object's
+// records and fund flows side by side. From a "money moved, no SUCCESS" row, Settle SUCCESS...
+// opens the settle dialog on its UNKNOWN or expired PROCESSING record (Correct to SUCCESS... on a
+// FAILED one) with the charge filled in as evidence; the operator still confirms and gives the
+// reason. A SUCCESS row has nothing to settle: it only tells its story.
+#pragma once
+
+#include <QPointer>
+#include <QWidget>
+
+#include "models/reconciliation_model.hpp"
+#include "models/request_tracker.hpp"
+#include "models/worker_replies.hpp"
+
+class QAction;
+class QLabel;
+class QSpinBox;
+class QToolButton;
+class QTreeView;
+
+namespace idem::admin {
+
+class BusinessObject;
+class DatabaseSession;
+class RefreshStamp;
+class SettleDialog;
+
+class ReconciliationView : public QWidget {
+  Q_OBJECT
+
+ public:
+  ReconciliationView(DatabaseSession* session, QWidget* parent = nullptr);
+
+  ReconciliationModel* model() { return &model_; }
+  BusinessObject* object() const { return object_; }
+  QTreeView* table() const { return table_; }
+  QTreeView* recordsTable() const { return records_; }
+  QTreeView* flowsTable() const { return flows_; }
+  QAction* settleAction() const { return settleAction_; }
+  RefreshStamp* stamp() const { return stamp_; }
+  SettleDialog* settleDialog() const { return dialog_.data(); }
+  bool isLoading() const { return requests_.isRunning(); }
+
+  ReconciliationWindow window() const;
+  void setWindow(const ReconciliationWindow& window);
+  // Re-reads both questions (and the selected object); skipped while a read is on its way.
+  void refresh();
+  // Selects the row of this business object (money moved) or SUCCESS record; false if not shown.
+  bool selectRow(const std::string& identity);
+  // Opens the settle dialog for the selected row's record, once its evidence is read: watch
+  // settleDialogOpened.
+  void settleSelected();
+
+ signals:
+  // The row count changed: the tab's title.
+  void countChanged(int rows);
+  void settleDialogOpened(idem::admin::SettleDialog* dialog);
+  void recordSettled(const QString& key, const QString& message);
+
+ private:
+  void onRows(const std::vector<ReconciliationRow>& rows);
+  void onCurrentChanged();
+  void updateSettleAction();
+  void openDialog(const RecordEvidence& evidence, const ReconciliationRow& row);
+  const ReconciliationRow* currentRow() const;
+
+  DatabaseSession* session_;
+  ReconciliationModel model_;
+  BusinessObject* object_;
+  RequestTracker requests_{this};
+  RequestTracker evidence_{this};
+  QSpinBox* windowHours_;
+  QSpinBox* graceMinutes_;
+  RefreshStamp* stamp_;
+  QLabel* summary_;
+  QLabel* settleHint_;
+  QToolButton* settleButton_;
+  QAction* settleAction_;
+  QTreeView* table_;
+  QTreeView* records_;
+  QTreeView* flows_;
+  QPointer<SettleDialog> dialog_;
+};
+
+}  // namespace idem::admin
