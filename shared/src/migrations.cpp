@@ -103,6 +103,22 @@ const std::vector<FunctionGrant>& expectedFunctionGrants() {
       {"idem.transition_allowed(text, text, text)", "idem_reader", 10},
       {"idem.transition_allowed(text, text, text)", "idem_operator", 10},
       {"idem.transition_allowed(text, text, text)", "idem_reconciler", 10},
+      // sql/012_money_questions.sql: the money questions, for the exporter and the admin app (the
+      // stories' two helpers too: the stories run as their caller).
+      {"idem.money_moved_without_success(text[], interval, interval)", "idem_reader", 12},
+      {"idem.money_moved_without_success(text[], interval, interval)", "idem_operator", 12},
+      {"idem.success_without_money_moved(text[], interval, interval)", "idem_reader", 12},
+      {"idem.success_without_money_moved(text[], interval, interval)", "idem_operator", 12},
+      {"idem.overcharged_objects(text[], interval)", "idem_reader", 12},
+      {"idem.overcharged_objects(text[], interval)", "idem_operator", 12},
+      {"idem.trace_story(text, text, integer)", "idem_reader", 12},
+      {"idem.trace_story(text, text, integer)", "idem_operator", 12},
+      {"idem.business_object_story(text, text, integer)", "idem_reader", 12},
+      {"idem.business_object_story(text, text, integer)", "idem_operator", 12},
+      {"idem.story_events(bigint[], text[], text[], text[], integer)", "idem_reader", 12},
+      {"idem.story_events(bigint[], text[], text[], text[], integer)", "idem_operator", 12},
+      {"idem.story_limit_checked(text, integer)", "idem_reader", 12},
+      {"idem.story_limit_checked(text, integer)", "idem_operator", 12},
   };
   return grants;
 }
