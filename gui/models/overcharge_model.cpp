@@ -17,11 +17,14 @@
 namespace idem::admin {
 namespace {
 
+// clang-format off
 constexpr const char* kOvercharged =
     "SELECT biz_type, biz_id, currency, charges, charged_minor, refunded_minor, owed_minor, "
     "array_to_json(flow_ids)::text, array_to_json(idempotency_keys)::text, "
-    "array_to_json(agent_ids)::text, " IDEM_SQL_MICROS("first_charge_at") ", " IDEM_SQL_MICROS(
-        "last_flow_at") " FROM idem.overcharged_objects(NULL::text[], $1::interval)";
+    "array_to_json(agent_ids)::text, " IDEM_SQL_MICROS("first_charge_at") ", "
+    IDEM_SQL_MICROS("last_flow_at")
+    " FROM idem.overcharged_objects(" IDEM_SQL_EVERY_BIZ_TYPE ", $1::interval)";
+// clang-format on
 
 QString joined(const std::vector<std::string>& values, const QString& prefix = {}) {
   QStringList parts;

@@ -16,19 +16,20 @@
 namespace idem::admin {
 namespace {
 
-// Every biz type ($1 NULL): the console answers for all of them, the exporter for its list.
+// Every biz type (IDEM_SQL_EVERY_BIZ_TYPE): the console answers for all of them.
+// clang-format off
 constexpr const char* kMovedWithoutSuccess =
-    "SELECT biz_type, biz_id, first_charge_id, " IDEM_SQL_MICROS(
-        "first_charge_at") ", first_charge_ref, charges, charged_minor, currency, record_key, "
-                           "record_status, record_version, " IDEM_SQL_MICROS(
-                               "record_lease_expires_at") " FROM "
-                                                          "idem.money_moved_without_success(NULL::"
-                                                          "text[], $1::interval, $2::interval)";
+    "SELECT biz_type, biz_id, first_charge_id, " IDEM_SQL_MICROS("first_charge_at") ", "
+    "first_charge_ref, charges, charged_minor, currency, record_key, record_status, "
+    "record_version, " IDEM_SQL_MICROS("record_lease_expires_at")
+    " FROM idem.money_moved_without_success(" IDEM_SQL_EVERY_BIZ_TYPE ", $1::interval, "
+    "$2::interval)";
 
 constexpr const char* kSuccessWithoutMoney =
-    "SELECT biz_type, biz_id, idempotency_key, version, " IDEM_SQL_MICROS(
-        "succeeded_at") ", agent_id FROM idem.success_without_money_moved(NULL::text[], "
-                        "$1::interval, $2::interval)";
+    "SELECT biz_type, biz_id, idempotency_key, version, " IDEM_SQL_MICROS("succeeded_at") ", "
+    "agent_id FROM idem.success_without_money_moved(" IDEM_SQL_EVERY_BIZ_TYPE ", $1::interval, "
+    "$2::interval)";
+// clang-format on
 
 }  // namespace
 

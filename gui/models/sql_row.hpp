@@ -10,6 +10,22 @@
 
 #include "idem/domain.hpp"
 
+// Every biz type the ledger and the live records hold, as text[]: the console answers the money
+// questions for all of them (the exporter for its --reconcile-biz-types). A loose index scan, one
+// probe per distinct value, of fund_flows_by_biz and records_one_live_per_biz (SUCCESS records
+// are live), so it stays cheap however many rows there are.
+#define IDEM_SQL_EVERY_BIZ_TYPE                                                                  \
+  "(WITH RECURSIVE flows(t) AS ("                                                                \
+  " SELECT min(biz_type) FROM idem.fund_flows"                                                   \
+  " UNION ALL SELECT (SELECT min(f.biz_type) FROM idem.fund_flows f WHERE f.biz_type > flows.t)" \
+  " FROM flows WHERE flows.t IS NOT NULL),"                                                      \
+  " live(t) AS ("                                                                                \
+  " SELECT min(biz_type) FROM idem.records WHERE status <> 'FAILED'"                             \
+  " UNION ALL SELECT (SELECT min(r.biz_type) FROM idem.records r"                                \
+  " WHERE r.status <> 'FAILED' AND r.biz_type > live.t) FROM live WHERE live.t IS NOT NULL)"     \
+  " SELECT coalesce(array_agg(DISTINCT t), '{}'::text[])"                                        \
+  " FROM (SELECT t FROM flows UNION ALL SELECT t FROM live) AS u WHERE t IS NOT NULL)"
+
 namespace idem::admin {
 
 std::optional<std::string> optionalText(const pqxx::field& f);

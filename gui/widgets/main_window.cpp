@@ -245,6 +245,7 @@ void MainWindow::buildLayout() {
   recordsLayout->setSpacing(0);
   recordsLayout->addWidget(filterBar_);
   recordsStamp_ = new RefreshStamp(recordsPage);
+  recordsStamp_->setObjectName(QStringLiteral("recordsRefreshStamp"));
   recordsStamp_->setContentsMargins(8, 2, 8, 2);
   recordsLayout->addWidget(recordsStamp_);
   recordsLayout->addWidget(recordsView_);
@@ -259,6 +260,7 @@ void MainWindow::buildLayout() {
   attentionHeader_->setContentsMargins(8, 6, 8, 6);
   attentionLayout->addWidget(attentionHeader_);
   attentionStamp_ = new RefreshStamp(attentionPage);
+  attentionStamp_->setObjectName(QStringLiteral("attentionRefreshStamp"));
   attentionStamp_->setContentsMargins(8, 0, 8, 2);
   attentionLayout->addWidget(attentionStamp_);
   attentionLayout->addWidget(attentionView_);

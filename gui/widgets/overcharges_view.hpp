@@ -4,33 +4,22 @@
 // REFUND flow is recorded, and the next refresh removes the row.
 #pragma once
 
-#include <QWidget>
-
 #include "models/overcharge_model.hpp"
-#include "models/request_tracker.hpp"
+#include "widgets/business_object_tab.hpp"
 
 class QLabel;
 class QSpinBox;
-class QTreeView;
 
 namespace idem::admin {
 
-class BusinessObject;
-class DatabaseSession;
-class RefreshStamp;
-
-class OverchargesView : public QWidget {
+class OverchargesView : public BusinessObjectTab {
   Q_OBJECT
 
  public:
   OverchargesView(DatabaseSession* session, QWidget* parent = nullptr);
 
   OverchargeModel* model() { return &model_; }
-  BusinessObject* object() const { return object_; }
-  QTreeView* table() const { return table_; }
-  RefreshStamp* stamp() const { return stamp_; }
-  bool isLoading() const { return requests_.isRunning(); }
-  std::chrono::seconds window() const;
+  std::chrono::seconds span() const;
 
   void refresh();
 
@@ -40,14 +29,9 @@ class OverchargesView : public QWidget {
  private:
   void onRows(const std::vector<Overcharge>& rows);
 
-  DatabaseSession* session_;
   OverchargeModel model_;
-  BusinessObject* object_;
-  RequestTracker requests_{this};
   QSpinBox* windowHours_;
   QLabel* summary_;
-  RefreshStamp* stamp_;
-  QTreeView* table_;
 };
 
 }  // namespace idem::admin

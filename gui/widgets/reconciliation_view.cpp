@@ -1,18 +1,13 @@
 #include "widgets/reconciliation_view.hpp"
 
 #include <QAction>
-#include <QGroupBox>
 #include <QHBoxLayout>
-#include <QHeaderView>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QSpinBox>
-#include <QSplitter>
 #include <QToolButton>
 #include <QTreeView>
-#include <QVBoxLayout>
 
-#include "models/business_object.hpp"
 #include "models/database_session.hpp"
 #include "models/database_worker.hpp"
 #include "models/settle_availability.hpp"
@@ -21,7 +16,6 @@
 #include "models/utf8_text.hpp"
 #include "widgets/column_widths.hpp"
 #include "widgets/console_table.hpp"
-#include "widgets/refresh_stamp.hpp"
 #include "widgets/settle_dialog.hpp"
 #include "widgets/table_copy.hpp"
 
@@ -57,17 +51,13 @@ Record recordOf(const ReconciliationRow& row) {
 }  // namespace
 
 ReconciliationView::ReconciliationView(DatabaseSession* session, QWidget* parent)
-    : QWidget(parent),
-      session_(session),
-      object_(new BusinessObject(session, this)),
+    : BusinessObjectTab(session, QStringLiteral("reconciliationView"), parent),
       windowHours_(new QSpinBox(this)),
       graceMinutes_(new QSpinBox(this)),
-      stamp_(new RefreshStamp(this)),
       summary_(new QLabel(this)),
       settleHint_(new QLabel(this)),
       settleButton_(new QToolButton(this)),
       settleAction_(new QAction(this)) {
-  setObjectName(QStringLiteral("reconciliationView"));
   windowHours_->setObjectName(QStringLiteral("reconciliationWindow"));
   windowHours_->setRange(1, 24 * 30);
   windowHours_->setSuffix(QStringLiteral(" h"));
@@ -80,7 +70,7 @@ ReconciliationView::ReconciliationView(DatabaseSession* session, QWidget* parent
   graceMinutes_->setToolTip(
       QStringLiteral("The newest changes are left out for this long: a charge whose SUCCESS is on "
                      "its way is not a mismatch yet (the exporter's grace period)"));
-  setWindow(ReconciliationWindow{});
+  setSpan(ReconciliationWindow{});
 
   summary_->setObjectName(QStringLiteral("reconciliationSummary"));
   summary_->setTextFormat(Qt::RichText);
@@ -91,76 +81,41 @@ ReconciliationView::ReconciliationView(DatabaseSession* session, QWidget* parent
   settleButton_->setDefaultAction(settleAction_);
   settleButton_->setToolButtonStyle(Qt::ToolButtonTextOnly);
 
-  auto* bar = new QHBoxLayout;
-  bar->setContentsMargins(8, 6, 8, 6);
-  bar->addWidget(new QLabel(QStringLiteral("Window:"), this));
-  bar->addWidget(windowHours_);
-  bar->addWidget(new QLabel(QStringLiteral("grace:"), this));
-  bar->addWidget(graceMinutes_);
-  bar->addSpacing(12);
-  bar->addWidget(summary_, 1);
-  bar->addWidget(settleHint_, 1);
-  bar->addWidget(settleButton_);
-  bar->addSpacing(12);
-  bar->addWidget(stamp_);
+  bar()->addWidget(new QLabel(QStringLiteral("Window:"), this));
+  bar()->addWidget(windowHours_);
+  bar()->addWidget(new QLabel(QStringLiteral("grace:"), this));
+  bar()->addWidget(graceMinutes_);
+  bar()->addSpacing(12);
+  bar()->addWidget(summary_, 1);
+  bar()->addWidget(settleHint_, 1);
+  bar()->addWidget(settleButton_);
 
-  table_ = makeConsoleTable(&model_, this, QStringLiteral("reconciliationTable"),
-                            {ReconciliationModel::Key, ReconciliationModel::BizId});
-  fitColumns(table_, {QStringLiteral("money moved, no SUCCESS"), QStringLiteral("payment"),
-                      QStringLiteral("ord-00000000"), QStringLiteral("PROCESSING"),
-                      QStringLiteral("issue_coupon:cpn-49183:73f301"), QStringLiteral("99"),
-                      QStringLiteral("99 999.99 CNY"), QStringLiteral("99"),
-                      QStringLiteral("gw-0123456789ab"), QStringLiteral("2026-11-30 02:44:06")});
+  QTreeView* table = makeConsoleTable(&model_, this, QStringLiteral("reconciliationTable"),
+                                      {ReconciliationModel::Key, ReconciliationModel::BizId});
+  fitColumns(table, {QStringLiteral("money moved, no SUCCESS"), QStringLiteral("payment"),
+                     QStringLiteral("ord-00000000"), QStringLiteral("PROCESSING"),
+                     QStringLiteral("issue_coupon:cpn-49183:73f301"), QStringLiteral("99"),
+                     QStringLiteral("99 999.99 CNY"), QStringLiteral("99"),
+                     QStringLiteral("gw-0123456789ab"), QStringLiteral("2026-11-30 02:44:06")});
 
-  auto* recordsBox = new QGroupBox(QStringLiteral("Records of the business object"), this);
-  auto* recordsLayout = new QVBoxLayout(recordsBox);
-  records_ =
-      makeConsoleTable(object_->records(), recordsBox, QStringLiteral("reconciliationRecords"),
-                       {RecordTableModel::Key, RecordTableModel::BizId});
-  for (int c : {RecordTableModel::Age, RecordTableModel::Tool, RecordTableModel::Attempts,
-                RecordTableModel::Created}) {
-    records_->setColumnHidden(c, true);
-  }
-  recordsLayout->addWidget(records_);
-  auto* flowsBox = new QGroupBox(QStringLiteral("Fund flows of the business object"), this);
-  auto* flowsLayout = new QVBoxLayout(flowsBox);
-  object_->fundFlows()->setMarkingMoneyMovement(true);
-  flows_ = makeConsoleTable(object_->fundFlows(), flowsBox, QStringLiteral("reconciliationFlows"),
-                            {FundFlowModel::Key});
-  flowsLayout->addWidget(flows_);
-
-  auto* sides = new QSplitter(Qt::Horizontal, this);
-  sides->addWidget(recordsBox);
-  sides->addWidget(flowsBox);
-  auto* split = new QSplitter(Qt::Vertical, this);
-  split->addWidget(table_);
-  split->addWidget(sides);
-  split->setStretchFactor(0, 3);
-  split->setStretchFactor(1, 2);
-  split->setChildrenCollapsible(false);
-
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(0, 0, 0, 0);
-  layout->setSpacing(0);
-  layout->addLayout(bar);
-  layout->addWidget(split, 1);
+  setRowsTable(table);
 
   connect(windowHours_, &QSpinBox::valueChanged, this, &ReconciliationView::refresh);
   connect(graceMinutes_, &QSpinBox::valueChanged, this, &ReconciliationView::refresh);
-  connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+  connect(table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           &ReconciliationView::onCurrentChanged);
   connect(session_, &DatabaseSession::stateChanged, this, &ReconciliationView::updateSettleAction);
-  connect(table_, &QAbstractItemView::doubleClicked, this, [this] {
+  connect(table, &QAbstractItemView::doubleClicked, this, [this] {
     if (settleAction_->isEnabled()) settleSelected();
   });
   updateSettleAction();
 }
 
-ReconciliationWindow ReconciliationView::window() const {
+ReconciliationWindow ReconciliationView::span() const {
   return {std::chrono::hours(windowHours_->value()), std::chrono::minutes(graceMinutes_->value())};
 }
 
-void ReconciliationView::setWindow(const ReconciliationWindow& window) {
+void ReconciliationView::setSpan(const ReconciliationWindow& window) {
   const QSignalBlocker a(windowHours_);
   const QSignalBlocker b(graceMinutes_);
   windowHours_->setValue(static_cast<int>(window.window.count() / 3600));
@@ -169,18 +124,14 @@ void ReconciliationView::setWindow(const ReconciliationWindow& window) {
 }
 
 void ReconciliationView::refresh() {
-  if (!session_->isConnected()) return;
-  session_->submit(
-      requests_, "read the money questions",
-      [w = window()](pqxx::connection& c) { return readReconciliation(c, w); },
-      [this](const std::vector<ReconciliationRow>& rows) { onRows(rows); },
-      [this](const RequestError& e) { stamp_->markFailed(QString::fromStdString(e.what())); });
-  object_->refresh();
+  read(
+      "read the money questions",
+      [w = span()](pqxx::connection& c) { return readReconciliation(c, w); },
+      [this](const std::vector<ReconciliationRow>& rows) { onRows(rows); });
 }
 
 void ReconciliationView::onRows(const std::vector<ReconciliationRow>& rows) {
   model_.setRows(rows);
-  stamp_->stamp();
   summary_->setText(
       QStringLiteral("<b>%1</b> money moved without SUCCESS \u00B7 <b>%2</b> SUCCESS without "
                      "money moved")
@@ -193,7 +144,7 @@ void ReconciliationView::onRows(const std::vector<ReconciliationRow>& rows) {
 bool ReconciliationView::selectRow(const std::string& identity) {
   for (int row = 0; row < model_.rowCount(); ++row) {
     if (model_.rowAt(row)->identity() == identity) {
-      table_->setCurrentIndex(model_.index(row, 0));
+      table()->setCurrentIndex(model_.index(row, 0));
       return true;
     }
   }
@@ -201,12 +152,12 @@ bool ReconciliationView::selectRow(const std::string& identity) {
 }
 
 const ReconciliationRow* ReconciliationView::currentRow() const {
-  return model_.rowAt(table_->currentIndex().row());
+  return model_.rowAt(table()->currentIndex().row());
 }
 
 void ReconciliationView::onCurrentChanged() {
   const ReconciliationRow* row = currentRow();
-  object_->select(row ? row->bizType : std::string(), row ? row->bizId : std::string());
+  showObject(row ? row->bizType : std::string(), row ? row->bizId : std::string());
   updateSettleAction();
 }
 

@@ -7,43 +7,32 @@
 #pragma once
 
 #include <QPointer>
-#include <QWidget>
 
 #include "models/reconciliation_model.hpp"
-#include "models/request_tracker.hpp"
 #include "models/worker_replies.hpp"
+#include "widgets/business_object_tab.hpp"
 
 class QAction;
 class QLabel;
 class QSpinBox;
 class QToolButton;
-class QTreeView;
 
 namespace idem::admin {
 
-class BusinessObject;
-class DatabaseSession;
-class RefreshStamp;
 class SettleDialog;
 
-class ReconciliationView : public QWidget {
+class ReconciliationView : public BusinessObjectTab {
   Q_OBJECT
 
  public:
   ReconciliationView(DatabaseSession* session, QWidget* parent = nullptr);
 
   ReconciliationModel* model() { return &model_; }
-  BusinessObject* object() const { return object_; }
-  QTreeView* table() const { return table_; }
-  QTreeView* recordsTable() const { return records_; }
-  QTreeView* flowsTable() const { return flows_; }
   QAction* settleAction() const { return settleAction_; }
-  RefreshStamp* stamp() const { return stamp_; }
   SettleDialog* settleDialog() const { return dialog_.data(); }
-  bool isLoading() const { return requests_.isRunning(); }
 
-  ReconciliationWindow window() const;
-  void setWindow(const ReconciliationWindow& window);
+  ReconciliationWindow span() const;
+  void setSpan(const ReconciliationWindow& span);
   // Re-reads both questions (and the selected object); skipped while a read is on its way.
   void refresh();
   // Selects the row of this business object (money moved) or SUCCESS record; false if not shown.
@@ -65,21 +54,14 @@ class ReconciliationView : public QWidget {
   void openDialog(const RecordEvidence& evidence, const ReconciliationRow& row);
   const ReconciliationRow* currentRow() const;
 
-  DatabaseSession* session_;
   ReconciliationModel model_;
-  BusinessObject* object_;
-  RequestTracker requests_{this};
   RequestTracker evidence_{this};
   QSpinBox* windowHours_;
   QSpinBox* graceMinutes_;
-  RefreshStamp* stamp_;
   QLabel* summary_;
   QLabel* settleHint_;
   QToolButton* settleButton_;
   QAction* settleAction_;
-  QTreeView* table_;
-  QTreeView* records_;
-  QTreeView* flows_;
   QPointer<SettleDialog> dialog_;
 };
 
