@@ -454,6 +454,8 @@ void MainWindow::onCurrentRowChanged(RecordTableView* view, const QModelIndex& c
 }
 
 void MainWindow::onTabChanged() {
+  // The money tabs show their own business object; the record detail is for the record tables.
+  detail_->setVisible(tabs_->currentIndex() <= kAttentionTab);
   const QModelIndex current = activeView()->currentIndex();
   selected_->select(current.isValid()
                         ? current.data(RecordTableModel::KeyRole).toString().toStdString()
