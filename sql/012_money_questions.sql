@@ -173,17 +173,38 @@ $$;
 COMMENT ON FUNCTION idem.overcharged_objects(text[], interval) IS
     'One row per (business object, currency) charged within the window whose DEBIT+CAPTURE total exceeds its first charge plus its REFUNDs: what is still owed. Disappears once a REFUND covers the excess. The exporter''s idempotency_overcharged_* gauges, the admin app''s Overcharges tab.';
 
+-- One event of a story: an attempt, a transition or a fund flow; the columns that do not apply
+-- to its kind are NULL. A column may be added at the end (ALTER TYPE ... ADD ATTRIBUTE), never
+-- renamed or removed: the admin app reads these names.
+CREATE TYPE idem.story_event AS (
+    at              timestamptz,
+    event           text,         -- 'attempt', 'transition' or 'fund_flow'
+    event_id        bigint,       -- the row's id in its own table
+    idempotency_key text,
+    biz_type        text,
+    biz_id          text,
+    trigger_source  text,         -- attempts
+    outcome         text,
+    from_status     text,         -- transitions
+    to_status       text,
+    actor           text,
+    actor_kind      text,
+    reason          text,
+    flow_kind       text,         -- fund flows
+    amount_minor    bigint,
+    currency        text,
+    external_ref    text,
+    agent_id        text,         -- attempts
+    trace_id        text
+);
+
 -- The two stories' common part: the given attempts, the transitions of the given keys and the
 -- fund flows of the given business objects (p_biz_types[i], p_biz_ids[i]), in time order (at,
 -- then attempt < transition < fund_flow, then event_id), the first p_limit events. Every probe is
 -- by index: attempts_pkey, transitions_by_key, fund_flows_by_biz, attempts_by_key.
 CREATE FUNCTION idem.story_events(p_attempt_ids bigint[], p_keys text[], p_biz_types text[],
                                   p_biz_ids text[], p_limit integer)
-RETURNS TABLE (at timestamptz, event text, event_id bigint, idempotency_key text,
-               biz_type text, biz_id text, trigger_source text, outcome text,
-               from_status text, to_status text, actor text, actor_kind text, reason text,
-               flow_kind text, amount_minor bigint, currency text, external_ref text,
-               agent_id text, trace_id text)
+RETURNS SETOF idem.story_event
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
 SELECT e.*
@@ -239,11 +260,7 @@ $$;
 -- order. A lease expiry is the transition PROCESSING -> UNKNOWN made by idem.expire_leases (its
 -- reason says so). Found through attempts_by_trace / attempts_by_agent below.
 CREATE FUNCTION idem.trace_story(p_trace_id text, p_agent_id text, p_limit integer DEFAULT 5000)
-RETURNS TABLE (at timestamptz, event text, event_id bigint, idempotency_key text,
-               biz_type text, biz_id text, trigger_source text, outcome text,
-               from_status text, to_status text, actor text, actor_kind text, reason text,
-               flow_kind text, amount_minor bigint, currency text, external_ref text,
-               agent_id text, trace_id text)
+RETURNS SETOF idem.story_event
 LANGUAGE plpgsql STABLE
 AS $$
 DECLARE
@@ -285,11 +302,7 @@ COMMENT ON FUNCTION idem.trace_story(text, text, integer) IS
 -- admin app's timeline reads it.
 CREATE FUNCTION idem.business_object_story(p_biz_type text, p_biz_id text,
                                            p_limit integer DEFAULT 5000)
-RETURNS TABLE (at timestamptz, event text, event_id bigint, idempotency_key text,
-               biz_type text, biz_id text, trigger_source text, outcome text,
-               from_status text, to_status text, actor text, actor_kind text, reason text,
-               flow_kind text, amount_minor bigint, currency text, external_ref text,
-               agent_id text, trace_id text)
+RETURNS SETOF idem.story_event
 LANGUAGE plpgsql STABLE
 AS $$
 DECLARE
@@ -335,6 +348,8 @@ COMMENT ON FUNCTION idem.business_object_story(text, text, integer) IS
 -- after, in docs/benchmarks.md).
 CREATE INDEX attempts_by_trace ON idem.attempts (trace_id) WHERE trace_id IS NOT NULL;
 CREATE INDEX attempts_by_agent ON idem.attempts (agent_id, created_at) WHERE agent_id IS NOT NULL;
+
+ALTER TYPE idem.story_event OWNER TO idem_owner;
 
 -- As 009 requires of every later function: owned by idem_owner, nothing for PUBLIC, then exactly
 -- the contract's grants (shared/src/migrations.cpp, expectedFunctionGrants, checks them).
