@@ -200,43 +200,47 @@ CREATE TYPE idem.story_event AS (
 
 -- The two stories' common part: the given attempts, the transitions of the given keys and the
 -- fund flows of the given business objects (p_biz_types[i], p_biz_ids[i]), in time order (at,
--- then attempt < transition < fund_flow, then event_id), the first p_limit events. Every probe is
+-- then attempt < transition < fund_flow, then event_id), the latest p_limit events. Every probe is
 -- by index: attempts_pkey, transitions_by_key, fund_flows_by_biz, attempts_by_key.
 CREATE FUNCTION idem.story_events(p_attempt_ids bigint[], p_keys text[], p_biz_types text[],
                                   p_biz_ids text[], p_limit integer)
 RETURNS SETOF idem.story_event
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-SELECT e.*
-  FROM (SELECT a.created_at AS at, 'attempt' AS event, a.id AS event_id,
-               a.idempotency_key, a.biz_type, a.biz_id, a.trigger_source::text,
-               a.outcome::text, NULL::text AS from_status, NULL::text AS to_status,
-               NULL::text AS actor, NULL::text AS actor_kind, NULL::text AS reason,
-               NULL::text AS flow_kind, NULL::bigint AS amount_minor, NULL::text AS currency,
-               NULL::text AS external_ref, a.agent_id, a.trace_id
-          FROM idem.attempts a
-         WHERE a.id = ANY(p_attempt_ids)
-        UNION ALL
-        SELECT t.created_at, 'transition', t.id, t.idempotency_key, o.biz_type, o.biz_id,
-               NULL, NULL, t.from_status::text, t.to_status::text, t.actor,
-               t.actor_kind::text, t.reason, NULL, NULL, NULL, NULL, NULL, NULL
-          FROM idem.transitions t
-          LEFT JOIN LATERAL (SELECT a.biz_type, a.biz_id
-                               FROM idem.attempts a
-                              WHERE a.idempotency_key = t.idempotency_key
-                              ORDER BY a.id
-                              LIMIT 1) AS o ON true
-         WHERE t.idempotency_key = ANY(p_keys)
-        UNION ALL
-        SELECT f.created_at, 'fund_flow', f.id, f.idempotency_key, f.biz_type::text,
-               f.biz_id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, f.kind::text,
-               f.amount_minor::bigint, f.currency::text, f.external_ref::text, NULL, NULL
-          FROM unnest(p_biz_types, p_biz_ids) AS b(biz_type, biz_id)
-          JOIN idem.fund_flows f ON f.biz_type = b.biz_type AND f.biz_id = b.biz_id) AS e
- ORDER BY e.at,
-          CASE e.event WHEN 'attempt' THEN 1 WHEN 'transition' THEN 2 ELSE 3 END,
-          e.event_id
- LIMIT p_limit
+SELECT l.at, l.event, l.event_id, l.idempotency_key, l.biz_type, l.biz_id, l.trigger_source,
+       l.outcome, l.from_status, l.to_status, l.actor, l.actor_kind, l.reason, l.flow_kind,
+       l.amount_minor, l.currency, l.external_ref, l.agent_id, l.trace_id
+  FROM (SELECT e.*,
+               CASE e.event WHEN 'attempt' THEN 1 WHEN 'transition' THEN 2 ELSE 3 END AS event_order
+          FROM (SELECT a.created_at AS at, 'attempt' AS event, a.id AS event_id,
+                       a.idempotency_key, a.biz_type, a.biz_id, a.trigger_source::text,
+                       a.outcome::text, NULL::text AS from_status, NULL::text AS to_status,
+                       NULL::text AS actor, NULL::text AS actor_kind, NULL::text AS reason,
+                       NULL::text AS flow_kind, NULL::bigint AS amount_minor,
+                       NULL::text AS currency, NULL::text AS external_ref, a.agent_id, a.trace_id
+                  FROM idem.attempts a
+                 WHERE a.id = ANY(p_attempt_ids)
+                UNION ALL
+                SELECT t.created_at, 'transition', t.id, t.idempotency_key, o.biz_type, o.biz_id,
+                       NULL, NULL, t.from_status::text, t.to_status::text, t.actor,
+                       t.actor_kind::text, t.reason, NULL, NULL, NULL, NULL, NULL, NULL
+                  FROM idem.transitions t
+                  LEFT JOIN LATERAL (SELECT a.biz_type, a.biz_id
+                                       FROM idem.attempts a
+                                      WHERE a.idempotency_key = t.idempotency_key
+                                      ORDER BY a.id
+                                      LIMIT 1) AS o ON true
+                 WHERE t.idempotency_key = ANY(p_keys)
+                UNION ALL
+                SELECT f.created_at, 'fund_flow', f.id, f.idempotency_key, f.biz_type::text,
+                       f.biz_id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, f.kind::text,
+                       f.amount_minor::bigint, f.currency::text, f.external_ref::text, NULL, NULL
+                  FROM unnest(p_biz_types, p_biz_ids) AS b(biz_type, biz_id)
+                  JOIN idem.fund_flows f ON f.biz_type = b.biz_type AND f.biz_id = b.biz_id) AS e
+         -- The latest p_limit events (an incident is read from its end), then in time order.
+         ORDER BY e.at DESC, event_order DESC, e.event_id DESC
+         LIMIT p_limit) AS l
+ ORDER BY l.at, l.event_order, l.event_id
 $$;
 
 COMMENT ON FUNCTION idem.story_events(bigint[], text[], text[], text[], integer) IS
@@ -257,7 +261,7 @@ $$;
 
 -- 4. Every attempt of one trace (p_trace_id) or of one agent (p_agent_id), across all its keys,
 -- plus the transitions of those keys and the fund flows of those keys' business objects, in time
--- order. A lease expiry is the transition PROCESSING -> UNKNOWN made by idem.expire_leases (its
+-- order; the latest p_limit events (of the latest p_limit attempts, when there are more). A lease expiry is the transition PROCESSING -> UNKNOWN made by idem.expire_leases (its
 -- reason says so). Found through attempts_by_trace / attempts_by_agent below.
 CREATE FUNCTION idem.trace_story(p_trace_id text, p_agent_id text, p_limit integer DEFAULT 5000)
 RETURNS SETOF idem.story_event
@@ -274,9 +278,12 @@ BEGIN
         RAISE EXCEPTION 'idem.trace_story: give p_trace_id or p_agent_id, not both'
               USING ERRCODE = 'invalid_parameter_value';
     ELSIF p_trace_id IS NOT NULL THEN
-        SELECT array_agg(a.id) INTO v_ids FROM idem.attempts a WHERE a.trace_id = p_trace_id;
+        v_ids := ARRAY(SELECT a.id FROM idem.attempts a WHERE a.trace_id = p_trace_id
+                        ORDER BY a.created_at DESC, a.id DESC LIMIT v_limit);
     ELSE
-        SELECT array_agg(a.id) INTO v_ids FROM idem.attempts a WHERE a.agent_id = p_agent_id;
+        -- A busy agent has a long history: its latest attempts, walked backwards by the index.
+        v_ids := ARRAY(SELECT a.id FROM idem.attempts a WHERE a.agent_id = p_agent_id
+                        ORDER BY a.created_at DESC, a.id DESC LIMIT v_limit);
     END IF;
     RETURN QUERY
     WITH k AS (SELECT DISTINCT a.idempotency_key, a.biz_type, a.biz_id
@@ -293,7 +300,7 @@ END
 $$;
 
 COMMENT ON FUNCTION idem.trace_story(text, text, integer) IS
-    'Every attempt of one trace or one agent (exactly one of the two given), the transitions of their keys and the fund flows of their business objects, in time order (at, attempt < transition < fund_flow, event_id), at most p_limit events. The admin app''s Trace audit tab.';
+    'Every attempt of one trace or one agent (exactly one of the two given), the transitions of their keys and the fund flows of their business objects, in time order (at, attempt < transition < fund_flow, event_id): the latest p_limit events. The admin app''s Trace audit tab.';
 
 -- 5. The same story for every key of one business object: its records' keys and its flows' keys
 -- (records_biz_id_prefix, fund_flows_by_biz), and the keys that tried it within the same traces
@@ -341,7 +348,7 @@ END
 $$;
 
 COMMENT ON FUNCTION idem.business_object_story(text, text, integer) IS
-    'The story of one business object: every attempt of each of its keys, their transitions and all its fund flows, in time order (at, attempt < transition < fund_flow, event_id), at most p_limit events. The admin app''s timeline.';
+    'The story of one business object: every attempt of each of its keys, their transitions and all its fund flows, in time order (at, attempt < transition < fund_flow, event_id): the latest p_limit events. The admin app''s timeline.';
 
 -- The trace audit's entry points at 10M attempts. Partial: most attempts carry no trace or agent
 -- in some deployments, and those cost the write path nothing here (bench/protocol, before and
