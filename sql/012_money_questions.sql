@@ -14,7 +14,8 @@
 -- probes end in OFFSET 0, which keeps each a correlated subplan (one index probe per row):
 -- PostgreSQL does not turn a subquery with an OFFSET into an anti join, which it might run as a
 -- hash or merge join over the whole other table, a cost that grows with the table instead of the
--- window. The others are LATERAL subqueries with a LIMIT, probed per row alike.
+-- window (a subquery with a UNION is kept a subplan alike). The others are LATERAL subqueries
+-- with a LIMIT, probed per row alike.
 --
 -- The three reconciliation questions are single-statement SQL functions, STABLE like the now()
 -- they read and not SECURITY DEFINER: the planner inlines them into the calling query, so the
@@ -67,14 +68,15 @@ SELECT d.biz_type, d.biz_id, c.id, c.created_at, c.external_ref::text, s.charges
                       WHERE (r.biz_id COLLATE "C") = d.biz_id AND r.biz_type = d.biz_type
                       ORDER BY r.updated_at DESC, r.idempotency_key DESC
                       LIMIT 1) AS r ON true
+-- One probe: the SUCCESS record (records_one_live_per_biz), which nearly every object has, and
+-- only when there is none the tombstone (retired_keys_paid_biz). A UNION stays a subplan too.
  WHERE NOT EXISTS (SELECT FROM idem.records x
                     WHERE x.biz_type = d.biz_type AND x.biz_id = d.biz_id
                       AND x.status = 'SUCCESS'
-                   OFFSET 0)
-   AND NOT EXISTS (SELECT FROM idem.retired_keys t
+                   UNION ALL
+                   SELECT FROM idem.retired_keys t
                     WHERE t.biz_type = d.biz_type AND t.biz_id = d.biz_id
-                      AND t.status = 'SUCCESS'
-                   OFFSET 0)
+                      AND t.status = 'SUCCESS')
 $$;
 
 COMMENT ON FUNCTION idem.money_moved_without_success(text[], interval, interval) IS
@@ -125,48 +127,48 @@ RETURNS TABLE (biz_type text, biz_id text, currency text, charges bigint, charge
                last_flow_at timestamptz)
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-WITH charged AS (
-    SELECT DISTINCT f.biz_type::text AS biz_type, f.biz_id::text AS biz_id
-      FROM idem.fund_flows f
-     WHERE f.kind IN ('DEBIT', 'CAPTURE')
-       AND f.biz_type = ANY(p_biz_types)
-       AND f.created_at >= now() - p_window
-), flows AS (
-    SELECT c.biz_type, c.biz_id, f.id, f.kind::text AS kind, f.amount_minor::bigint AS amount,
-           f.currency::text AS currency, f.idempotency_key, f.created_at,
-           f.kind IN ('DEBIT', 'CAPTURE') AS charge,
-           first_value(f.id) OVER (PARTITION BY c.biz_type, c.biz_id
-                                   ORDER BY f.kind IN ('DEBIT', 'CAPTURE') DESC, f.id) AS first_charge,
-           first_value(f.created_at) OVER (PARTITION BY c.biz_type, c.biz_id
-                                           ORDER BY f.kind IN ('DEBIT', 'CAPTURE') DESC, f.id)
-               AS first_charge_at
-      FROM charged c
-      JOIN idem.fund_flows f ON f.biz_type = c.biz_type AND f.biz_id = c.biz_id
-), excess AS (
-    SELECT biz_type, biz_id, currency,
-           count(*) FILTER (WHERE charge) AS charges,
-           coalesce(sum(amount) FILTER (WHERE charge), 0)::bigint AS charged_minor,
-           coalesce(sum(amount) FILTER (WHERE kind = 'REFUND'), 0)::bigint AS refunded_minor,
-           (coalesce(sum(amount) FILTER (WHERE charge AND id <> first_charge), 0)
-            - coalesce(sum(amount) FILTER (WHERE kind = 'REFUND'), 0))::bigint AS owed_minor,
-           array_agg(id ORDER BY id) FILTER (WHERE charge) AS flow_ids,
-           coalesce(array_agg(DISTINCT idempotency_key::text)
-                        FILTER (WHERE charge AND idempotency_key IS NOT NULL),
-                    '{}') AS idempotency_keys,
-           min(first_charge_at) AS first_charge_at,
-           max(created_at) FILTER (WHERE charge OR kind = 'REFUND') AS last_flow_at
-      FROM flows
-     GROUP BY biz_type, biz_id, currency
-)
-SELECT e.biz_type, e.biz_id, e.currency, e.charges, e.charged_minor, e.refunded_minor,
+SELECT c.biz_type, c.biz_id, e.currency, e.charges, e.charged_minor, e.refunded_minor,
        e.owed_minor, e.flow_ids, e.idempotency_keys,
        coalesce((SELECT array_agg(DISTINCT a.agent_id ORDER BY a.agent_id)
                    FROM idem.attempts a
                   WHERE a.idempotency_key = ANY(e.idempotency_keys)
                     AND a.agent_id IS NOT NULL),
                 '{}'),
-       e.first_charge_at, e.last_flow_at
-  FROM excess e
+       first.created_at, e.last_flow_at
+  FROM (SELECT DISTINCT f.biz_type::text AS biz_type, f.biz_id::text AS biz_id
+          FROM idem.fund_flows f
+         WHERE f.kind IN ('DEBIT', 'CAPTURE')
+           AND f.biz_type = ANY(p_biz_types)
+           AND f.created_at >= now() - p_window) AS c
+ CROSS JOIN LATERAL (SELECT f.id, f.created_at
+                       FROM idem.fund_flows f
+                      WHERE f.biz_type = c.biz_type AND f.biz_id = c.biz_id
+                        AND f.kind IN ('DEBIT', 'CAPTURE')
+                      ORDER BY f.id
+                      LIMIT 1) AS first
+ -- Grouped, so a subplan per object too: its flows by currency.
+ CROSS JOIN LATERAL (
+        SELECT f.currency::text AS currency,
+               count(*) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE')) AS charges,
+               coalesce(sum(f.amount_minor) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE')),
+                        0)::bigint AS charged_minor,
+               coalesce(sum(f.amount_minor) FILTER (WHERE f.kind = 'REFUND'), 0)::bigint
+                   AS refunded_minor,
+               (coalesce(sum(f.amount_minor) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE')
+                                                       AND f.id <> first.id), 0)
+                - coalesce(sum(f.amount_minor) FILTER (WHERE f.kind = 'REFUND'), 0))::bigint
+                   AS owed_minor,
+               array_agg(f.id ORDER BY f.id) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE'))
+                   AS flow_ids,
+               coalesce(array_agg(DISTINCT f.idempotency_key::text)
+                            FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE')
+                                      AND f.idempotency_key IS NOT NULL),
+                        '{}') AS idempotency_keys,
+               max(f.created_at) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE', 'REFUND'))
+                   AS last_flow_at
+          FROM idem.fund_flows f
+         WHERE f.biz_type = c.biz_type AND f.biz_id = c.biz_id
+         GROUP BY f.currency) AS e
  WHERE e.owed_minor > 0
 $$;
 
