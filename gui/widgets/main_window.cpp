@@ -556,6 +556,15 @@ void MainWindow::onRecordSettled(const QString&, const QString& message) {
 }
 
 int MainWindow::exportCsv(QIODevice& out) const {
+  if (tabs_->currentWidget() == reconciliation_) {
+    return writeCsv(*reconciliation_->model(), out, ReconciliationModel::ExportRole);
+  }
+  if (tabs_->currentWidget() == overcharges_) {
+    return writeCsv(*overcharges_->model(), out, OverchargeModel::ExportRole);
+  }
+  if (tabs_->currentWidget() == traceAudit_) {
+    return writeCsv(*traceAudit_->model(), out, TraceStoryModel::ExportRole);
+  }
   return writeCsv(*activeModel(), out, RecordTableModel::ExportRole);
 }
 

@@ -70,9 +70,10 @@ void OverchargesView::onRows(const std::vector<Overcharge>& rows) {
   summary_->setText(
       rows.empty()
           ? QStringLiteral("No overcharged business object: every extra charge is refunded.")
-          : QStringLiteral("<b>%1</b> overcharged business objects, <b>%2</b> owed back. Record "
+          : QStringLiteral("<b>%1</b> overcharged business %2, <b>%3</b> owed back. Record "
                            "the REFUND flow of each; it leaves this view on the next refresh.")
                 .arg(rows.size())
+                .arg(rows.size() == 1 ? QStringLiteral("object") : QStringLiteral("objects"))
                 .arg(totals.join(QStringLiteral(" + "))));
   emit countChanged(model_.rowCount());
 }

@@ -111,6 +111,10 @@ ReconciliationView::ReconciliationView(DatabaseSession* session, QWidget* parent
   updateSettleAction();
 }
 
+SettleDialog* ReconciliationView::settleDialog() const {
+  return dialog_.data();
+}
+
 ReconciliationWindow ReconciliationView::span() const {
   return {std::chrono::hours(windowHours_->value()), std::chrono::minutes(graceMinutes_->value())};
 }

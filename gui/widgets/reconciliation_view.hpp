@@ -29,7 +29,7 @@ class ReconciliationView : public BusinessObjectTab {
 
   ReconciliationModel* model() { return &model_; }
   QAction* settleAction() const { return settleAction_; }
-  SettleDialog* settleDialog() const { return dialog_.data(); }
+  SettleDialog* settleDialog() const;
 
   ReconciliationWindow span() const;
   void setSpan(const ReconciliationWindow& span);

@@ -9,6 +9,7 @@
 // the window title follows the records filter; each tab says when it was last refreshed.
 #include <QAbstractItemModelTester>
 #include <QAction>
+#include <QBuffer>
 #include <QClipboard>
 #include <QComboBox>
 #include <QGuiApplication>
@@ -269,6 +270,12 @@ class TestConsoleViews : public QObject {
     QCOMPARE(v->model()->index(0, OverchargeModel::Keys).data().toString(),
              QString::fromStdString(s_.unknownDoubleDebit));
     QCOMPARE(w->tabs()->tabText(3), QStringLiteral("Overcharges (1)"));
+    // Export writes the tab shown: the overcharge, the amount owed in minor units.
+    w->tabs()->setCurrentWidget(v);
+    QBuffer csv;
+    QVERIFY(csv.open(QIODevice::WriteOnly));
+    QCOMPARE(w->exportCsv(csv), 1);
+    QVERIFY2(csv.data().contains("payment,ord-double,2990,5980,0,2"), csv.data().constData());
 
     {
       auto c = db_->connect();
