@@ -28,7 +28,7 @@ std::vector<std::string> jsonArray(const pqxx::field& f) {
   std::vector<std::string> out;
   if (f.is_null()) return out;
   const QJsonArray array = QJsonDocument::fromJson(QByteArray(f.c_str())).array();
-  for (const QJsonValue& v : array) {
+  for (const auto& v : array) {
     out.push_back(v.isString() ? v.toString().toStdString()
                                : QString::number(v.toInteger()).toStdString());
   }
