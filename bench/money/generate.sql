@@ -16,13 +16,13 @@ SET session_replication_role = replica;
 SET maintenance_work_mem = '512MB';
 SET synchronous_commit = off;
 
-CREATE TEMP TABLE saved_indexes AS
-SELECT indexname, indexdef FROM pg_indexes
+-- The secondary indexes, as one DROP now and their definitions for after the load.
+SELECT 'DROP INDEX ' || string_agg('idem.' || quote_ident(indexname), ', ') AS drop_indexes,
+       string_agg(indexdef, '; ') AS create_indexes
+  FROM pg_indexes
  WHERE schemaname = 'idem' AND tablename IN ('records', 'attempts', 'transitions', 'fund_flows')
-   AND indexname NOT IN (SELECT conname FROM pg_constraint);
-DO $$ DECLARE r record; BEGIN
-  FOR r IN SELECT indexname FROM saved_indexes LOOP EXECUTE format('DROP INDEX idem.%I', r.indexname); END LOOP;
-END $$;
+   AND indexname NOT IN (SELECT conname FROM pg_constraint) \gset
+:drop_indexes;
 
 \set span_seconds (:n::numeric / :per_day * 86400)
 
@@ -74,7 +74,5 @@ SELECT f.biz_type, f.biz_id, 'REFUND', 2990, 'CNY', 'gw-ref-' || g.i, f.idempote
   FROM g JOIN idem.fund_flows f ON f.external_ref = 'gw-' || g.i
  WHERE g.i % 1000 = 250;
 
-DO $$ DECLARE r record; BEGIN
-  FOR r IN SELECT indexdef FROM saved_indexes LOOP EXECUTE r.indexdef; END LOOP;
-END $$;
+:create_indexes;
 VACUUM ANALYZE idem.records, idem.attempts, idem.transitions, idem.fund_flows;
