@@ -9,13 +9,13 @@
 -- holds, CREDIT is not a refund, amounts compare within one currency (docs/contract/schema.md,
 -- "Money moved").
 --
--- Why they stay cheap at 10M rows: each walks only the window's rows (BRIN on created_at, or the
--- records_by_updated range) and probes the other table by index for each of them. The NOT EXISTS
--- probes end in OFFSET 0, which keeps each a correlated subplan (one index probe per row):
--- PostgreSQL does not turn a subquery with an OFFSET into an anti join, which it might run as a
--- hash or merge join over the whole other table, a cost that grows with the table instead of the
--- window (a subquery with a UNION is kept a subplan alike). The others are LATERAL subqueries
--- with a LIMIT, probed per row alike.
+-- Why their cost follows the window, not the tables: each walks only the window's rows (BRIN on
+-- created_at, or the records_by_updated range) and probes the other table by index for each of
+-- them (docs/benchmarks.md has the plans). A NOT EXISTS probe ends in OFFSET 0, which keeps it a
+-- correlated subplan (one index probe per row): PostgreSQL does not turn a subquery with an OFFSET
+-- into an anti join, which it might run as a hash or merge join over the whole other table, a
+-- cost that grows with the table instead of the window (a subquery with a UNION is kept a subplan
+-- alike). The others are LATERAL subqueries with a LIMIT or a GROUP BY, probed per row alike.
 --
 -- The three reconciliation questions are single-statement SQL functions, STABLE like the now()
 -- they read and not SECURITY DEFINER: the planner inlines them into the calling query, so the
@@ -369,15 +369,9 @@ ALTER FUNCTION idem.story_events(bigint[], text[], text[], text[], integer) OWNE
 ALTER FUNCTION idem.story_limit_checked(text, integer) OWNER TO idem_owner;
 ALTER FUNCTION idem.trace_story(text, text, integer) OWNER TO idem_owner;
 ALTER FUNCTION idem.business_object_story(text, text, integer) OWNER TO idem_owner;
-REVOKE ALL ON FUNCTION
-    idem.money_moved_without_success(text[], interval, interval),
-    idem.success_without_money_moved(text[], interval, interval),
-    idem.overcharged_objects(text[], interval),
-    idem.story_events(bigint[], text[], text[], text[], integer),
-    idem.story_limit_checked(text, integer),
-    idem.trace_story(text, text, integer),
-    idem.business_object_story(text, text, integer)
-FROM PUBLIC;
+-- PUBLIC's EXECUTE, which CREATE FUNCTION gave each of them, off every idem function (the others
+-- have none already).
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA idem FROM PUBLIC;
 
 -- The exporter (idem_reader) and the admin app (idem_operator). None is SECURITY DEFINER: they
 -- read as their caller, who has SELECT on the tables; the stories call the two helpers, which

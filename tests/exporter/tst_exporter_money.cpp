@@ -4,6 +4,7 @@
 // than 012 the reconciliation and overcharges collectors report their failure through the
 // exporter's health, keep serving, and answer once 012 is applied in place.
 #include <QtTest>
+#include <functional>
 #include <pqxx/pqxx>
 
 #include "exporter_harness.hpp"
@@ -155,22 +156,25 @@ class TestExporterMoney : public QObject {
       upTo11.upTo = 11;
       migrate(*c, bundledMigrations(), upTo11);
     }
-    {
+    auto asWriter = [&](const std::function<void(ProtocolClient&)>& write) {
       auto c = db_->connect();
       ProtocolClient client(*c);
+      write(client);
+    };
+    asWriter([](ProtocolClient& client) {
       const BeginResult begun = client.begin(payRequest("k-1", "o-1"));
       QVERIFY(client.markUnknown("k-1", 1, "gateway timeout", begun.claimToken.value()).ok());
-    }
+    });
     auto options = testOptions(db_->dsn());
     options.reconcileGrace = std::chrono::milliseconds(0);
     RunningExporter e(options);
     QVERIFY(e.waitForCollections(1));
-    {
-      auto c = db_->connect();
-      ProtocolClient client(*c);
-      client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-1", "k-1"});
-      client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-2", "k-1"});
-    }
+    // Counted from the exporter's start: two DEBITs, one a duplicate charge.
+    asWriter([](ProtocolClient& client) {
+      for (const char* ref : {"gw-1", "gw-2"}) {
+        client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", ref, "k-1"});
+      }
+    });
     QVERIFY(e.waitForCollections(3));
     Series s = e.scrape();
     QVERIFY(value(s, errorsKey("reconciliation")) >= std::optional(1.0));

@@ -103,11 +103,12 @@ class TestMoneyQuestions : public QObject {
 
  private slots:
   void initTestCase() { db_ = std::make_unique<test::TestDatabase>("tst_money_questions"); }
+  // A fresh database for each case (conn_ goes before db_ at the end, being declared after it).
   void init() {
+    conn_.reset();
     db_->reset();
     conn_ = db_->connect();
   }
-  void cleanup() { conn_.reset(); }
 
   void moneyMovedWithoutSuccessNamesTheFirstChargeAndTheLatestRecord() {
     unknown("k-1", "o-1");
