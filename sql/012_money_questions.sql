@@ -9,12 +9,13 @@
 -- holds, CREDIT is not a refund, amounts compare within one currency (docs/contract/schema.md,
 -- "Money moved").
 --
--- Why they stay cheap at 10M rows: each walks only the window's rows (BRIN on created_at, or the
--- records_by_updated range) and probes the other table by index for each of them. The NOT EXISTS
--- probes end in OFFSET 0, which keeps each a correlated subplan (one index probe per row):
--- PostgreSQL does not turn a subquery with an OFFSET into an anti join, which it might run as a
--- hash or merge join over the whole other table, a cost that grows with the table instead of the
--- window. The others are LATERAL subqueries with a LIMIT, probed per row alike.
+-- Why their cost follows the window, not the tables: each walks only the window's rows (BRIN on
+-- created_at, or the records_by_updated range) and probes the other table by index for each of
+-- them (docs/benchmarks.md has the plans). A NOT EXISTS probe ends in OFFSET 0, which keeps it a
+-- correlated subplan (one index probe per row): PostgreSQL does not turn a subquery with an OFFSET
+-- into an anti join, which it might run as a hash or merge join over the whole other table, a
+-- cost that grows with the table instead of the window (a subquery with a UNION is kept a subplan
+-- alike). The others are LATERAL subqueries with a LIMIT or a GROUP BY, probed per row alike.
 --
 -- The three reconciliation questions are single-statement SQL functions, STABLE like the now()
 -- they read and not SECURITY DEFINER: the planner inlines them into the calling query, so the
@@ -67,14 +68,15 @@ SELECT d.biz_type, d.biz_id, c.id, c.created_at, c.external_ref::text, s.charges
                       WHERE (r.biz_id COLLATE "C") = d.biz_id AND r.biz_type = d.biz_type
                       ORDER BY r.updated_at DESC, r.idempotency_key DESC
                       LIMIT 1) AS r ON true
+-- One probe: the SUCCESS record (records_one_live_per_biz), which nearly every object has, and
+-- only when there is none the tombstone (retired_keys_paid_biz). A UNION stays a subplan too.
  WHERE NOT EXISTS (SELECT FROM idem.records x
                     WHERE x.biz_type = d.biz_type AND x.biz_id = d.biz_id
                       AND x.status = 'SUCCESS'
-                   OFFSET 0)
-   AND NOT EXISTS (SELECT FROM idem.retired_keys t
+                   UNION ALL
+                   SELECT FROM idem.retired_keys t
                     WHERE t.biz_type = d.biz_type AND t.biz_id = d.biz_id
-                      AND t.status = 'SUCCESS'
-                   OFFSET 0)
+                      AND t.status = 'SUCCESS')
 $$;
 
 COMMENT ON FUNCTION idem.money_moved_without_success(text[], interval, interval) IS
@@ -125,97 +127,122 @@ RETURNS TABLE (biz_type text, biz_id text, currency text, charges bigint, charge
                last_flow_at timestamptz)
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-WITH charged AS (
-    SELECT DISTINCT f.biz_type::text AS biz_type, f.biz_id::text AS biz_id
-      FROM idem.fund_flows f
-     WHERE f.kind IN ('DEBIT', 'CAPTURE')
-       AND f.biz_type = ANY(p_biz_types)
-       AND f.created_at >= now() - p_window
-), flows AS (
-    SELECT c.biz_type, c.biz_id, f.id, f.kind::text AS kind, f.amount_minor::bigint AS amount,
-           f.currency::text AS currency, f.idempotency_key, f.created_at,
-           f.kind IN ('DEBIT', 'CAPTURE') AS charge,
-           first_value(f.id) OVER (PARTITION BY c.biz_type, c.biz_id
-                                   ORDER BY f.kind IN ('DEBIT', 'CAPTURE') DESC, f.id) AS first_charge,
-           first_value(f.created_at) OVER (PARTITION BY c.biz_type, c.biz_id
-                                           ORDER BY f.kind IN ('DEBIT', 'CAPTURE') DESC, f.id)
-               AS first_charge_at
-      FROM charged c
-      JOIN idem.fund_flows f ON f.biz_type = c.biz_type AND f.biz_id = c.biz_id
-), excess AS (
-    SELECT biz_type, biz_id, currency,
-           count(*) FILTER (WHERE charge) AS charges,
-           coalesce(sum(amount) FILTER (WHERE charge), 0)::bigint AS charged_minor,
-           coalesce(sum(amount) FILTER (WHERE kind = 'REFUND'), 0)::bigint AS refunded_minor,
-           (coalesce(sum(amount) FILTER (WHERE charge AND id <> first_charge), 0)
-            - coalesce(sum(amount) FILTER (WHERE kind = 'REFUND'), 0))::bigint AS owed_minor,
-           array_agg(id ORDER BY id) FILTER (WHERE charge) AS flow_ids,
-           coalesce(array_agg(DISTINCT idempotency_key::text)
-                        FILTER (WHERE charge AND idempotency_key IS NOT NULL),
-                    '{}') AS idempotency_keys,
-           min(first_charge_at) AS first_charge_at,
-           max(created_at) FILTER (WHERE charge OR kind = 'REFUND') AS last_flow_at
-      FROM flows
-     GROUP BY biz_type, biz_id, currency
-)
-SELECT e.biz_type, e.biz_id, e.currency, e.charges, e.charged_minor, e.refunded_minor,
+SELECT c.biz_type, c.biz_id, e.currency, e.charges, e.charged_minor, e.refunded_minor,
        e.owed_minor, e.flow_ids, e.idempotency_keys,
        coalesce((SELECT array_agg(DISTINCT a.agent_id ORDER BY a.agent_id)
                    FROM idem.attempts a
                   WHERE a.idempotency_key = ANY(e.idempotency_keys)
                     AND a.agent_id IS NOT NULL),
                 '{}'),
-       e.first_charge_at, e.last_flow_at
-  FROM excess e
+       first.created_at, e.last_flow_at
+  FROM (SELECT DISTINCT f.biz_type::text AS biz_type, f.biz_id::text AS biz_id
+          FROM idem.fund_flows f
+         WHERE f.kind IN ('DEBIT', 'CAPTURE')
+           AND f.biz_type = ANY(p_biz_types)
+           AND f.created_at >= now() - p_window) AS c
+ CROSS JOIN LATERAL (SELECT f.id, f.created_at
+                       FROM idem.fund_flows f
+                      WHERE f.biz_type = c.biz_type AND f.biz_id = c.biz_id
+                        AND f.kind IN ('DEBIT', 'CAPTURE')
+                      ORDER BY f.id
+                      LIMIT 1) AS first
+ -- Grouped, so a subplan per object too: its flows by currency.
+ CROSS JOIN LATERAL (
+        SELECT f.currency::text AS currency,
+               count(*) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE')) AS charges,
+               coalesce(sum(f.amount_minor) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE')),
+                        0)::bigint AS charged_minor,
+               coalesce(sum(f.amount_minor) FILTER (WHERE f.kind = 'REFUND'), 0)::bigint
+                   AS refunded_minor,
+               (coalesce(sum(f.amount_minor) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE')
+                                                       AND f.id <> first.id), 0)
+                - coalesce(sum(f.amount_minor) FILTER (WHERE f.kind = 'REFUND'), 0))::bigint
+                   AS owed_minor,
+               array_agg(f.id ORDER BY f.id) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE'))
+                   AS flow_ids,
+               coalesce(array_agg(DISTINCT f.idempotency_key::text)
+                            FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE')
+                                      AND f.idempotency_key IS NOT NULL),
+                        '{}') AS idempotency_keys,
+               max(f.created_at) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE', 'REFUND'))
+                   AS last_flow_at
+          FROM idem.fund_flows f
+         WHERE f.biz_type = c.biz_type AND f.biz_id = c.biz_id
+         GROUP BY f.currency) AS e
  WHERE e.owed_minor > 0
 $$;
 
 COMMENT ON FUNCTION idem.overcharged_objects(text[], interval) IS
     'One row per (business object, currency) charged within the window whose DEBIT+CAPTURE total exceeds its first charge plus its REFUNDs: what is still owed. Disappears once a REFUND covers the excess. The exporter''s idempotency_overcharged_* gauges, the admin app''s Overcharges tab.';
 
+-- One event of a story: an attempt, a transition or a fund flow; the columns that do not apply
+-- to its kind are NULL. A column may be added at the end (ALTER TYPE ... ADD ATTRIBUTE), never
+-- renamed or removed: the admin app reads these names.
+CREATE TYPE idem.story_event AS (
+    at              timestamptz,
+    event           text,         -- 'attempt', 'transition' or 'fund_flow'
+    event_id        bigint,       -- the row's id in its own table
+    idempotency_key text,
+    biz_type        text,
+    biz_id          text,
+    trigger_source  text,         -- attempts
+    outcome         text,
+    from_status     text,         -- transitions
+    to_status       text,
+    actor           text,
+    actor_kind      text,
+    reason          text,
+    flow_kind       text,         -- fund flows
+    amount_minor    bigint,
+    currency        text,
+    external_ref    text,
+    agent_id        text,         -- attempts
+    trace_id        text
+);
+
 -- The two stories' common part: the given attempts, the transitions of the given keys and the
 -- fund flows of the given business objects (p_biz_types[i], p_biz_ids[i]), in time order (at,
--- then attempt < transition < fund_flow, then event_id), the first p_limit events. Every probe is
+-- then attempt < transition < fund_flow, then event_id), the latest p_limit events. Every probe is
 -- by index: attempts_pkey, transitions_by_key, fund_flows_by_biz, attempts_by_key.
 CREATE FUNCTION idem.story_events(p_attempt_ids bigint[], p_keys text[], p_biz_types text[],
                                   p_biz_ids text[], p_limit integer)
-RETURNS TABLE (at timestamptz, event text, event_id bigint, idempotency_key text,
-               biz_type text, biz_id text, trigger_source text, outcome text,
-               from_status text, to_status text, actor text, actor_kind text, reason text,
-               flow_kind text, amount_minor bigint, currency text, external_ref text,
-               agent_id text, trace_id text)
+RETURNS SETOF idem.story_event
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-SELECT e.*
-  FROM (SELECT a.created_at AS at, 'attempt' AS event, a.id AS event_id,
-               a.idempotency_key, a.biz_type, a.biz_id, a.trigger_source::text,
-               a.outcome::text, NULL::text AS from_status, NULL::text AS to_status,
-               NULL::text AS actor, NULL::text AS actor_kind, NULL::text AS reason,
-               NULL::text AS flow_kind, NULL::bigint AS amount_minor, NULL::text AS currency,
-               NULL::text AS external_ref, a.agent_id, a.trace_id
-          FROM idem.attempts a
-         WHERE a.id = ANY(p_attempt_ids)
-        UNION ALL
-        SELECT t.created_at, 'transition', t.id, t.idempotency_key, o.biz_type, o.biz_id,
-               NULL, NULL, t.from_status::text, t.to_status::text, t.actor,
-               t.actor_kind::text, t.reason, NULL, NULL, NULL, NULL, NULL, NULL
-          FROM idem.transitions t
-          LEFT JOIN LATERAL (SELECT a.biz_type, a.biz_id
-                               FROM idem.attempts a
-                              WHERE a.idempotency_key = t.idempotency_key
-                              ORDER BY a.id
-                              LIMIT 1) AS o ON true
-         WHERE t.idempotency_key = ANY(p_keys)
-        UNION ALL
-        SELECT f.created_at, 'fund_flow', f.id, f.idempotency_key, f.biz_type::text,
-               f.biz_id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, f.kind::text,
-               f.amount_minor::bigint, f.currency::text, f.external_ref::text, NULL, NULL
-          FROM unnest(p_biz_types, p_biz_ids) AS b(biz_type, biz_id)
-          JOIN idem.fund_flows f ON f.biz_type = b.biz_type AND f.biz_id = b.biz_id) AS e
- ORDER BY e.at,
-          CASE e.event WHEN 'attempt' THEN 1 WHEN 'transition' THEN 2 ELSE 3 END,
-          e.event_id
- LIMIT p_limit
+SELECT l.at, l.event, l.event_id, l.idempotency_key, l.biz_type, l.biz_id, l.trigger_source,
+       l.outcome, l.from_status, l.to_status, l.actor, l.actor_kind, l.reason, l.flow_kind,
+       l.amount_minor, l.currency, l.external_ref, l.agent_id, l.trace_id
+  FROM (SELECT e.*,
+               CASE e.event WHEN 'attempt' THEN 1 WHEN 'transition' THEN 2 ELSE 3 END AS event_order
+          FROM (SELECT a.created_at AS at, 'attempt' AS event, a.id AS event_id,
+                       a.idempotency_key, a.biz_type, a.biz_id, a.trigger_source::text,
+                       a.outcome::text, NULL::text AS from_status, NULL::text AS to_status,
+                       NULL::text AS actor, NULL::text AS actor_kind, NULL::text AS reason,
+                       NULL::text AS flow_kind, NULL::bigint AS amount_minor,
+                       NULL::text AS currency, NULL::text AS external_ref, a.agent_id, a.trace_id
+                  FROM idem.attempts a
+                 WHERE a.id = ANY(p_attempt_ids)
+                UNION ALL
+                SELECT t.created_at, 'transition', t.id, t.idempotency_key, o.biz_type, o.biz_id,
+                       NULL, NULL, t.from_status::text, t.to_status::text, t.actor,
+                       t.actor_kind::text, t.reason, NULL, NULL, NULL, NULL, NULL, NULL
+                  FROM idem.transitions t
+                  LEFT JOIN LATERAL (SELECT a.biz_type, a.biz_id
+                                       FROM idem.attempts a
+                                      WHERE a.idempotency_key = t.idempotency_key
+                                      ORDER BY a.id
+                                      LIMIT 1) AS o ON true
+                 WHERE t.idempotency_key = ANY(p_keys)
+                UNION ALL
+                SELECT f.created_at, 'fund_flow', f.id, f.idempotency_key, f.biz_type::text,
+                       f.biz_id::text, NULL, NULL, NULL, NULL, NULL, NULL, NULL, f.kind::text,
+                       f.amount_minor::bigint, f.currency::text, f.external_ref::text, NULL, NULL
+                  FROM unnest(p_biz_types, p_biz_ids) AS b(biz_type, biz_id)
+                  JOIN idem.fund_flows f ON f.biz_type = b.biz_type AND f.biz_id = b.biz_id) AS e
+         -- The latest p_limit events (an incident is read from its end), then in time order.
+         ORDER BY e.at DESC, event_order DESC, e.event_id DESC
+         LIMIT p_limit) AS l
+ ORDER BY l.at, l.event_order, l.event_id
 $$;
 
 COMMENT ON FUNCTION idem.story_events(bigint[], text[], text[], text[], integer) IS
@@ -236,14 +263,10 @@ $$;
 
 -- 4. Every attempt of one trace (p_trace_id) or of one agent (p_agent_id), across all its keys,
 -- plus the transitions of those keys and the fund flows of those keys' business objects, in time
--- order. A lease expiry is the transition PROCESSING -> UNKNOWN made by idem.expire_leases (its
+-- order; the latest p_limit events (of the latest p_limit attempts, when there are more). A lease expiry is the transition PROCESSING -> UNKNOWN made by idem.expire_leases (its
 -- reason says so). Found through attempts_by_trace / attempts_by_agent below.
 CREATE FUNCTION idem.trace_story(p_trace_id text, p_agent_id text, p_limit integer DEFAULT 5000)
-RETURNS TABLE (at timestamptz, event text, event_id bigint, idempotency_key text,
-               biz_type text, biz_id text, trigger_source text, outcome text,
-               from_status text, to_status text, actor text, actor_kind text, reason text,
-               flow_kind text, amount_minor bigint, currency text, external_ref text,
-               agent_id text, trace_id text)
+RETURNS SETOF idem.story_event
 LANGUAGE plpgsql STABLE
 AS $$
 DECLARE
@@ -257,9 +280,12 @@ BEGIN
         RAISE EXCEPTION 'idem.trace_story: give p_trace_id or p_agent_id, not both'
               USING ERRCODE = 'invalid_parameter_value';
     ELSIF p_trace_id IS NOT NULL THEN
-        SELECT array_agg(a.id) INTO v_ids FROM idem.attempts a WHERE a.trace_id = p_trace_id;
+        v_ids := ARRAY(SELECT a.id FROM idem.attempts a WHERE a.trace_id = p_trace_id
+                        ORDER BY a.created_at DESC, a.id DESC LIMIT v_limit);
     ELSE
-        SELECT array_agg(a.id) INTO v_ids FROM idem.attempts a WHERE a.agent_id = p_agent_id;
+        -- A busy agent has a long history: its latest attempts, walked backwards by the index.
+        v_ids := ARRAY(SELECT a.id FROM idem.attempts a WHERE a.agent_id = p_agent_id
+                        ORDER BY a.created_at DESC, a.id DESC LIMIT v_limit);
     END IF;
     RETURN QUERY
     WITH k AS (SELECT DISTINCT a.idempotency_key, a.biz_type, a.biz_id
@@ -276,7 +302,7 @@ END
 $$;
 
 COMMENT ON FUNCTION idem.trace_story(text, text, integer) IS
-    'Every attempt of one trace or one agent (exactly one of the two given), the transitions of their keys and the fund flows of their business objects, in time order (at, attempt < transition < fund_flow, event_id), at most p_limit events. The admin app''s Trace audit tab.';
+    'Every attempt of one trace or one agent (exactly one of the two given), the transitions of their keys and the fund flows of their business objects, in time order (at, attempt < transition < fund_flow, event_id): the latest p_limit events. The admin app''s Trace audit tab.';
 
 -- 5. The same story for every key of one business object: its records' keys and its flows' keys
 -- (records_biz_id_prefix, fund_flows_by_biz), and the keys that tried it within the same traces
@@ -285,11 +311,7 @@ COMMENT ON FUNCTION idem.trace_story(text, text, integer) IS
 -- admin app's timeline reads it.
 CREATE FUNCTION idem.business_object_story(p_biz_type text, p_biz_id text,
                                            p_limit integer DEFAULT 5000)
-RETURNS TABLE (at timestamptz, event text, event_id bigint, idempotency_key text,
-               biz_type text, biz_id text, trigger_source text, outcome text,
-               from_status text, to_status text, actor text, actor_kind text, reason text,
-               flow_kind text, amount_minor bigint, currency text, external_ref text,
-               agent_id text, trace_id text)
+RETURNS SETOF idem.story_event
 LANGUAGE plpgsql STABLE
 AS $$
 DECLARE
@@ -328,13 +350,15 @@ END
 $$;
 
 COMMENT ON FUNCTION idem.business_object_story(text, text, integer) IS
-    'The story of one business object: every attempt of each of its keys, their transitions and all its fund flows, in time order (at, attempt < transition < fund_flow, event_id), at most p_limit events. The admin app''s timeline.';
+    'The story of one business object: every attempt of each of its keys, their transitions and all its fund flows, in time order (at, attempt < transition < fund_flow, event_id): the latest p_limit events. The admin app''s timeline.';
 
 -- The trace audit's entry points at 10M attempts. Partial: most attempts carry no trace or agent
 -- in some deployments, and those cost the write path nothing here (bench/protocol, before and
 -- after, in docs/benchmarks.md).
 CREATE INDEX attempts_by_trace ON idem.attempts (trace_id) WHERE trace_id IS NOT NULL;
 CREATE INDEX attempts_by_agent ON idem.attempts (agent_id, created_at) WHERE agent_id IS NOT NULL;
+
+ALTER TYPE idem.story_event OWNER TO idem_owner;
 
 -- As 009 requires of every later function: owned by idem_owner, nothing for PUBLIC, then exactly
 -- the contract's grants (shared/src/migrations.cpp, expectedFunctionGrants, checks them).
@@ -345,15 +369,9 @@ ALTER FUNCTION idem.story_events(bigint[], text[], text[], text[], integer) OWNE
 ALTER FUNCTION idem.story_limit_checked(text, integer) OWNER TO idem_owner;
 ALTER FUNCTION idem.trace_story(text, text, integer) OWNER TO idem_owner;
 ALTER FUNCTION idem.business_object_story(text, text, integer) OWNER TO idem_owner;
-REVOKE ALL ON FUNCTION
-    idem.money_moved_without_success(text[], interval, interval),
-    idem.success_without_money_moved(text[], interval, interval),
-    idem.overcharged_objects(text[], interval),
-    idem.story_events(bigint[], text[], text[], text[], integer),
-    idem.story_limit_checked(text, integer),
-    idem.trace_story(text, text, integer),
-    idem.business_object_story(text, text, integer)
-FROM PUBLIC;
+-- PUBLIC's EXECUTE, which CREATE FUNCTION gave each of them, off every idem function (the others
+-- have none already).
+REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA idem FROM PUBLIC;
 
 -- The exporter (idem_reader) and the admin app (idem_operator). None is SECURITY DEFINER: they
 -- read as their caller, who has SELECT on the tables; the stories call the two helpers, which

@@ -40,4 +40,15 @@ EvidenceResult buildEvidence(const EvidenceInput& input) {
   return out;
 }
 
+EvidenceInput evidenceOfCharge(const FundFlow& charge) {
+  QJsonObject object;
+  object.insert(QStringLiteral("fund_flow_id"), static_cast<qint64>(charge.id));
+  object.insert(QStringLiteral("flow_kind"),
+                QString::fromStdString(std::string(format(charge.kind))));
+  object.insert(QStringLiteral("amount_minor"), static_cast<qint64>(charge.amountMinor));
+  object.insert(QStringLiteral("currency"), QString::fromStdString(charge.currency));
+  return {QString::fromStdString(charge.externalRef),
+          QString::fromUtf8(QJsonDocument(object).toJson(QJsonDocument::Compact))};
+}
+
 }  // namespace idem::admin

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "idem/domain.hpp"
+
 namespace idem::admin {
 
 struct EvidenceInput {
@@ -22,5 +24,9 @@ struct EvidenceResult {
 // {"gateway_ref": "...", ...the object's own fields}. The JSON must be an object; a gateway
 // reference that differs from the object's own "gateway_ref" is refused rather than guessed.
 EvidenceResult buildEvidence(const EvidenceInput& input);
+
+// The charge a reconciliation found ("money moved, no SUCCESS"), as the evidence the settle dialog
+// starts from: its gateway reference, and the flow's id, kind and amount as the JSON object.
+EvidenceInput evidenceOfCharge(const FundFlow& charge);
 
 }  // namespace idem::admin

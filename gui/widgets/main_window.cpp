@@ -22,6 +22,7 @@
 #include "models/csv_writer.hpp"
 #include "models/database_session.hpp"
 #include "models/database_worker.hpp"
+#include "models/filter_summary.hpp"
 #include "models/record_table_model.hpp"
 #include "models/selected_record.hpp"
 #include "models/settle_availability.hpp"
@@ -30,11 +31,16 @@
 #include "widgets/bulk_settle_dialog.hpp"
 #include "widgets/connection_dialog.hpp"
 #include "widgets/connection_status_label.hpp"
+#include "widgets/overcharges_view.hpp"
+#include "widgets/reconciliation_view.hpp"
 #include "widgets/record_detail_view.hpp"
 #include "widgets/record_filter_bar.hpp"
 #include "widgets/record_table_view.hpp"
+#include "widgets/refresh_stamp.hpp"
 #include "widgets/settle_dialog.hpp"
+#include "widgets/table_copy.hpp"
 #include "widgets/timeline_view.hpp"
+#include "widgets/trace_audit_view.hpp"
 
 namespace idem::admin {
 namespace {
@@ -42,6 +48,8 @@ namespace {
 constexpr int kRecordsTab = 0;
 constexpr std::chrono::milliseconds kLeaseClockMargin{500};
 constexpr int kAttentionTab = 1;
+constexpr int kReconciliationTab = 2;
+constexpr int kOverchargesTab = 3;
 
 QString number(qint64 n) {
   return QLocale(QLocale::English).toString(n);
@@ -74,6 +82,7 @@ MainWindow::MainWindow(const Options& options, QWidget* parent)
   buildActions();
   buildLayout();
   buildTimelineAndBulkSettle();
+  buildMoneyTabs();
 
   connect(session_, &DatabaseSession::connected, this, &MainWindow::onConnected);
   connect(session_, &DatabaseSession::disconnected, this, &MainWindow::onDisconnected);
@@ -92,6 +101,7 @@ MainWindow::MainWindow(const Options& options, QWidget* parent)
       }
       filterBar_->addKnownBizTypes(bizTypes);
       if (model == attention_ && haveCounts_) showCounts(counts_);
+      (model == attention_ ? attentionStamp_ : recordsStamp_)->stamp();
       updateLoadedText();
     });
     connect(model, &RecordTableModel::fetchFailed, this, [this](const QString& message) {
@@ -104,6 +114,7 @@ MainWindow::MainWindow(const Options& options, QWidget* parent)
     records_->setFilter(f);
     recordsView_->showOrder(f.order);
     updateLoadedText();
+    updateWindowTitle();
   });
   connect(recordsView_, &RecordTableView::orderRequested, filterBar_, &RecordFilterBar::setOrder);
   connect(selected_, &SelectedRecord::changed, this, &MainWindow::updateSettleAction);
@@ -237,6 +248,10 @@ void MainWindow::buildLayout() {
   recordsLayout->setContentsMargins(0, 0, 0, 0);
   recordsLayout->setSpacing(0);
   recordsLayout->addWidget(filterBar_);
+  recordsStamp_ = new RefreshStamp(recordsPage);
+  recordsStamp_->setObjectName(QStringLiteral("recordsRefreshStamp"));
+  recordsStamp_->setContentsMargins(8, 2, 8, 2);
+  recordsLayout->addWidget(recordsStamp_);
   recordsLayout->addWidget(recordsView_);
 
   auto* attentionPage = new QWidget(this);
@@ -248,6 +263,10 @@ void MainWindow::buildLayout() {
   attentionHeader_->setTextFormat(Qt::RichText);
   attentionHeader_->setContentsMargins(8, 6, 8, 6);
   attentionLayout->addWidget(attentionHeader_);
+  attentionStamp_ = new RefreshStamp(attentionPage);
+  attentionStamp_->setObjectName(QStringLiteral("attentionRefreshStamp"));
+  attentionStamp_->setContentsMargins(8, 0, 8, 2);
+  attentionLayout->addWidget(attentionStamp_);
   attentionLayout->addWidget(attentionView_);
 
   tabs_ = new QTabWidget(this);
@@ -362,6 +381,9 @@ void MainWindow::refreshAll(bool automatic) {
   if (automatic && (isPaused() || !session_->isConnected())) return;
   if (!automatic || records_->refreshKeepsPosition()) records_->refresh();
   attention_->refresh();
+  reconciliation_->refresh();
+  overcharges_->refresh();
+  traceAudit_->refresh();
   requestCounts();
   selected_->refresh();
   records_->touchAges();
@@ -387,9 +409,7 @@ void MainWindow::onConnected(const ConnectionInfo& info) {
       QStringLiteral("%1 is not a member of idem_operator: records can be inspected, not settled")
           .arg(info.role));
   readOnlyLabel_->setVisible(!info.isOperator);
-  setWindowTitle(QStringLiteral("idemwatch admin \u2014 %1@%2%3")
-                     .arg(info.role, info.database,
-                          info.isOperator ? QString() : QStringLiteral(" (read-only)")));
+  updateWindowTitle();
   // After a first connection or a reconnect: re-read everything, keeping the rows shown meanwhile.
   refreshAll(false);
   updateSettleAction();
@@ -438,6 +458,8 @@ void MainWindow::onCurrentRowChanged(RecordTableView* view, const QModelIndex& c
 }
 
 void MainWindow::onTabChanged() {
+  // The money tabs show their own business object; the record detail is for the record tables.
+  detail_->setVisible(tabs_->currentIndex() <= kAttentionTab);
   const QModelIndex current = activeView()->currentIndex();
   selected_->select(current.isValid()
                         ? current.data(RecordTableModel::KeyRole).toString().toStdString()
@@ -527,6 +549,7 @@ SettleDialog* MainWindow::openSettleDialog() {
           });
   connect(dialog, &SettleDialog::recordChanged, this, [this] { refreshAll(false); });
   settleDialog_ = dialog;
+  enableCellCopyIn(dialog);
   dialog->open();
   return dialog;
 }
@@ -616,6 +639,15 @@ BulkSettleDialog* MainWindow::openBulkSettle(bool allMatching) {
 }
 
 int MainWindow::exportCsv(QIODevice& out) const {
+  if (tabs_->currentWidget() == reconciliation_) {
+    return writeCsv(*reconciliation_->model(), out, ReconciliationModel::ExportRole);
+  }
+  if (tabs_->currentWidget() == overcharges_) {
+    return writeCsv(*overcharges_->model(), out, OverchargeModel::ExportRole);
+  }
+  if (tabs_->currentWidget() == traceAudit_) {
+    return writeCsv(*traceAudit_->model(), out, TraceStoryModel::ExportRole);
+  }
   return writeCsv(*activeModel(), out, RecordTableModel::ExportRole);
 }
 
@@ -640,6 +672,54 @@ void MainWindow::exportToFile() {
     return;
   }
   statusBar()->showMessage(QStringLiteral("Exported %1 rows to %2").arg(number(rows), path), 15000);
+}
+
+}  // namespace idem::admin
+
+namespace idem::admin {
+
+// The Reconciliation, Overcharges and Trace audit tabs, refreshed with the rest (refreshAll).
+void MainWindow::buildMoneyTabs() {
+  reconciliation_ = new ReconciliationView(session_, this);
+  overcharges_ = new OverchargesView(session_, this);
+  traceAudit_ = new TraceAuditView(session_, this);
+  tabs_->insertTab(kReconciliationTab, reconciliation_, QStringLiteral("Reconciliation"));
+  tabs_->insertTab(kOverchargesTab, overcharges_, QStringLiteral("Overcharges"));
+  tabs_->addTab(traceAudit_, QStringLiteral("Trace audit"));
+  const auto counted = [this](int tab, const QString& title) {
+    return [this, tab, title](int rows) {
+      tabs_->setTabText(tab, rows > 0 ? QStringLiteral("%1 (%2)").arg(title, number(rows)) : title);
+    };
+  };
+  connect(reconciliation_, &ReconciliationView::countChanged, this,
+          counted(kReconciliationTab, QStringLiteral("Reconciliation")));
+  connect(overcharges_, &OverchargesView::countChanged, this,
+          counted(kOverchargesTab, QStringLiteral("Overcharges")));
+  connect(reconciliation_, &ReconciliationView::recordSettled, this, &MainWindow::onRecordSettled);
+  connect(traceAudit_, &TraceAuditView::businessObjectSelected, this,
+          &MainWindow::showBusinessObjectStory);
+  // Every table, the new tabs' and the records', copies its current cell (Ctrl+C, context menu).
+  enableCellCopyIn(this);
+}
+
+void MainWindow::showBusinessObjectStory(const QString& bizType, const QString& bizId) {
+  showBusinessObject(bizType, bizId);
+  emit businessObjectChosen(bizType, bizId);
+}
+
+// "idemwatch admin — alice@idem — UNKNOWN · payment": who, where, and what the records table is
+// limited to.
+void MainWindow::updateWindowTitle() {
+  QString title = QStringLiteral("idemwatch admin");
+  if (session_->isConnected()) {
+    const ConnectionInfo& info = session_->info();
+    title += QStringLiteral(" \u2014 %1@%2%3")
+                 .arg(info.role, info.database,
+                      info.isOperator ? QString() : QStringLiteral(" (read-only)"));
+  }
+  const QString filter = filterSummary(records_->filter());
+  if (!filter.isEmpty()) title += QStringLiteral(" \u2014 %1").arg(filter);
+  setWindowTitle(title);
 }
 
 }  // namespace idem::admin

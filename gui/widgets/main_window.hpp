@@ -24,6 +24,10 @@ namespace idem::admin {
 class BulkSettleDialog;
 class ConnectionStatusLabel;
 class DatabaseSession;
+class OverchargesView;
+class ReconciliationView;
+class RefreshStamp;
+class TraceAuditView;
 class RecordDetailView;
 class RecordFilterBar;
 class RecordTableModel;
@@ -62,6 +66,10 @@ class MainWindow : public QMainWindow {
   QAction* pauseAction() const { return pauseAction_; }
   QAction* exportAction() const { return exportAction_; }
   QAction* connectAction() const { return connectAction_; }
+  ReconciliationView* reconciliationView() const { return reconciliation_; }
+  OverchargesView* overchargesView() const { return overcharges_; }
+  TraceAuditView* traceAuditView() const { return traceAudit_; }
+  QTabWidget* tabs() const { return tabs_; }
   SettleDialog* settleDialog() const;
   // Timeline and bulk settle.
   TimelinePane* timelinePane() const { return timeline_; }
@@ -92,8 +100,13 @@ class MainWindow : public QMainWindow {
  public slots:
   // Draws the story of that business object in the Timeline dock and brings the dock up.
   void showBusinessObject(const QString& bizType, const QString& bizId);
+  // The trace audit's selected event belongs to this business object: the Timeline dock draws
+  // its story (showBusinessObject), and businessObjectChosen announces it.
+  void showBusinessObjectStory(const QString& bizType, const QString& bizId);
 
  signals:
+  // The business object whose story the operator asked to see (showBusinessObjectStory).
+  void businessObjectChosen(const QString& bizType, const QString& bizId);
   // The server wants a password and none was given: main.cpp opens the connection dialog.
   void passwordNeeded(const QString& problem);
 
@@ -112,6 +125,8 @@ class MainWindow : public QMainWindow {
   void updateLoadedText();
   void updateRefreshText();
   void exportToFile();
+  void buildMoneyTabs();
+  void updateWindowTitle();
   RecordTableView* activeView() const;
   RecordTableModel* activeModel() const;
 
@@ -127,6 +142,11 @@ class MainWindow : public QMainWindow {
   RecordTableView* attentionView_ = nullptr;
   RecordDetailView* detail_ = nullptr;
   QLabel* attentionHeader_ = nullptr;
+  ReconciliationView* reconciliation_ = nullptr;
+  OverchargesView* overcharges_ = nullptr;
+  TraceAuditView* traceAudit_ = nullptr;
+  RefreshStamp* recordsStamp_ = nullptr;
+  RefreshStamp* attentionStamp_ = nullptr;
 
   ConnectionStatusLabel* connectionLabel_ = nullptr;
   QLabel* readOnlyLabel_ = nullptr;

@@ -5,6 +5,7 @@
 
 #include "models/record_table_model.hpp"
 #include "widgets/column_widths.hpp"
+#include "widgets/left_elide.hpp"
 
 namespace idem::admin {
 
@@ -14,6 +15,8 @@ RecordTableView::RecordTableView(QWidget* parent) : QTableView(parent) {
   setAlternatingRowColors(true);
   setWordWrap(false);
   setTextElideMode(Qt::ElideMiddle);
+  // Keys and biz ids differ at their end: that is the part kept.
+  elideFromLeft(this, {RecordTableModel::Key, RecordTableModel::BizId});
   setSortingEnabled(false);  // the server sorts: a client sort would only order the loaded rows
   setHorizontalScrollMode(QAbstractItemView::ScrollPerPixel);
   verticalHeader()->setVisible(false);

@@ -239,6 +239,11 @@ void SettleDialog::chooseTarget(RecordStatus to) {
   if (to == RecordStatus::Failed && toFailed_->isEnabled()) toFailed_->setChecked(true);
 }
 
+void SettleDialog::prefillEvidence(const EvidenceInput& evidence) {
+  gatewayRef_->setText(evidence.gatewayReference);
+  evidenceJson_->setPlainText(evidence.json);
+}
+
 bool SettleDialog::offers(RecordStatus to) const {
   return to == RecordStatus::Success
              ? toSuccess_->isEnabled() && !toSuccess_->isHidden()

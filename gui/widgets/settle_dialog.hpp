@@ -19,6 +19,7 @@
 #include "idem/settlement.hpp"
 #include "models/fund_flow_model.hpp"
 #include "models/request_tracker.hpp"
+#include "models/settle_evidence.hpp"
 #include "models/transition_model.hpp"
 
 class QCheckBox;
@@ -64,6 +65,9 @@ class SettleDialog : public QDialog {
 
   // The same as clicking the radio button / the Settle button.
   void chooseTarget(RecordStatus to);
+  // Fills the gateway reference and the evidence JSON, which the operator may still change (the
+  // charge a reconciliation row found).
+  void prefillEvidence(const EvidenceInput& evidence);
   void submit();
 
  signals:

@@ -1,10 +1,12 @@
 // The money questions of sql/012_money_questions.sql against hand-built data: money moved without
 // SUCCESS (grace, window, tombstone, FREEZE alone, CAPTURE), SUCCESS without money moved, the
 // overcharges (CREDIT is not a refund, two currencies, a refund that covers the excess removes the
-// row, a partial one leaves the rest owed), the two stories' order and argument errors, and who may
-// read them.
+// row, a partial one leaves the rest owed), the two stories' order and argument errors, who may
+// read them, and duplicate charges and refunds recorded concurrently while the questions are read.
 #include <QtTest>
+#include <atomic>
 #include <optional>
+#include <thread>
 
 #include "idem/protocol_client.hpp"
 #include "test_database.hpp"
@@ -83,14 +85,30 @@ class TestMoneyQuestions : public QObject {
     return out;
   }
   using Ids = std::vector<std::string>;
+  // Each row of a story as its non-NULL columns joined by ':'.
+  Ids story(const std::string& sql) {
+    pqxx::nontransaction tx(*conn_);
+    Ids out;
+    for (const auto& row : tx.exec(sql)) {
+      std::string line;
+      for (const auto& field : row) {
+        if (field.is_null()) continue;
+        if (!line.empty()) line += ':';
+        line += field.c_str();
+      }
+      out.push_back(line);
+    }
+    return out;
+  }
 
  private slots:
   void initTestCase() { db_ = std::make_unique<test::TestDatabase>("tst_money_questions"); }
+  // A fresh database for each case (conn_ goes before db_ at the end, being declared after it).
   void init() {
+    conn_.reset();
     db_->reset();
     conn_ = db_->connect();
   }
-  void cleanup() { conn_.reset(); }
 
   void moneyMovedWithoutSuccessNamesTheFirstChargeAndTheLatestRecord() {
     unknown("k-1", "o-1");
@@ -251,18 +269,15 @@ class TestMoneyQuestions : public QObject {
     flow("o-1", FundFlowKind::Debit, 100, "CNY", "gw-1", "k-1");
     claim("k-2", "o-1", std::string("agent-1"), std::string("trace-1"), TriggerSource::Llm);
     claim("k-other", "o-2", std::string("agent-2"), std::string("trace-2"));
+    QCOMPARE(story("SELECT event, idempotency_key, coalesce(trigger_source, to_status, "
+                   "flow_kind) FROM idem.trace_story('trace-1', NULL)"),
+             (Ids{"attempt:k-1:initial", "transition:k-1:PROCESSING", "transition:k-1:UNKNOWN",
+                  "fund_flow:k-1:DEBIT", "attempt:k-2:llm"}));
+    // A limit keeps the latest events, in time order.
+    QCOMPARE(story("SELECT event, idempotency_key FROM idem.trace_story(NULL, 'agent-1', 2)"),
+             (Ids{"fund_flow:k-1", "attempt:k-2"}));
     pqxx::nontransaction tx(*conn_);
-    const pqxx::result r = tx.exec(
-        "SELECT event, idempotency_key, coalesce(trigger_source, to_status, flow_kind) FROM "
-        "idem.trace_story('trace-1', NULL)");
-    std::vector<std::string> story;
-    for (const auto& row : r) {
-      story.push_back(std::string(row[0].c_str()) + ":" + row[1].c_str() + ":" + row[2].c_str());
-    }
-    QCOMPARE(story, (Ids{"attempt:k-1:initial", "transition:k-1:PROCESSING",
-                         "transition:k-1:UNKNOWN", "fund_flow:k-1:DEBIT", "attempt:k-2:llm"}));
     QCOMPARE(tx.exec1("SELECT count(*) FROM idem.trace_story(NULL, 'agent-1')")[0].as<int>(), 5);
-    QCOMPARE(tx.exec1("SELECT count(*) FROM idem.trace_story(NULL, 'agent-1', 2)")[0].as<int>(), 2);
     QCOMPARE(tx.exec1("SELECT count(*) FROM idem.trace_story('nobody', NULL)")[0].as<int>(), 0);
   }
 
@@ -294,17 +309,85 @@ class TestMoneyQuestions : public QObject {
     flow("o-1", FundFlowKind::Debit, 100, "CNY", "gw-1");         // no key
     flow("o-1", FundFlowKind::Debit, 100, "CNY", "gw-2", "k-3");  // a key with no record
     claim("k-other", "o-2");
-    pqxx::nontransaction tx(*conn_);
-    const pqxx::result r = tx.exec(
-        "SELECT event, coalesce(idempotency_key, '-'), external_ref FROM "
-        "idem.business_object_story('payment', 'o-1')");
-    std::vector<std::string> story;
-    for (const auto& row : r) {
-      story.push_back(std::string(row[0].c_str()) + ":" + row[1].c_str() +
-                      (row[2].is_null() ? "" : std::string(":") + row[2].c_str()));
+    QCOMPARE(story("SELECT event, coalesce(idempotency_key, '-'), external_ref FROM "
+                   "idem.business_object_story('payment', 'o-1')"),
+             (Ids{"attempt:k-1", "transition:k-1", "transition:k-1", "attempt:k-2",
+                  "fund_flow:-:gw-1", "fund_flow:k-3:gw-2"}));
+  }
+
+  // Forty business objects claimed; then, at once, two sessions charge each of them (one charge a
+  // duplicate), a third refunds the even ones once both charges are in, a fourth completes every
+  // fourth record, while a fifth keeps reading the questions. Every read is a consistent state (an
+  // overcharged row owes exactly one charge), and once the writers are done the counts are exact.
+  void concurrentChargesAndRefundsSettleExactly() {
+    constexpr int kObjects = 40;
+    std::vector<Claim> claims;
+    for (int i = 0; i < kObjects; ++i) {
+      claims.push_back(claim("k-" + std::to_string(i), "o-" + std::to_string(i)));
     }
-    QCOMPARE(story, (Ids{"attempt:k-1", "transition:k-1", "transition:k-1", "attempt:k-2",
-                         "fund_flow:-:gw-1", "fund_flow:k-3:gw-2"}));
+    std::atomic<bool> writing{true};
+    std::atomic<int> reads{0}, inconsistent{0};
+    std::thread reader([&] {
+      auto c = db_->connect();
+      while (writing) {
+        pqxx::nontransaction tx(*c);
+        inconsistent += tx.exec1(
+                              "SELECT count(*) FROM idem.overcharged_objects('{payment}', "
+                              "'1 day') WHERE owed_minor <> 100 OR charges <> 2")[0]
+                            .as<int>();
+        const int moved = tx.exec1(
+                                "SELECT count(*) FROM idem.money_moved_without_success("
+                                "'{payment}', '1 day', '0')")[0]
+                              .as<int>();
+        if (moved < 0 || moved > kObjects) ++inconsistent;
+        ++reads;
+      }
+    });
+    auto charger = [&](const std::string& ref) {
+      auto c = db_->connect();
+      ProtocolClient client(*c);
+      for (int i = 0; i < kObjects; ++i) {
+        const std::string n = std::to_string(i);
+        client.recordFundFlow(
+            {"payment", "o-" + n, FundFlowKind::Debit, 100, "CNY", ref + n, "k-" + n});
+      }
+    };
+    std::thread first(charger, "gw-a-"), second(charger, "gw-b-");
+    std::thread refunder([&] {
+      auto c = db_->connect();
+      ProtocolClient client(*c);
+      for (int i = 0; i < kObjects; i += 2) {
+        const std::string n = std::to_string(i);
+        while (db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE biz_id = 'o-" + n +
+                           "' AND kind = 'DEBIT'") < 2) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        client.recordFundFlow(
+            {"payment", "o-" + n, FundFlowKind::Refund, 100, "CNY", "gw-r-" + n, "k-" + n});
+      }
+    });
+    std::thread claimant([&] {
+      auto c = db_->connect();
+      ProtocolClient client(*c);
+      for (int i = 0; i < kObjects; i += 4) {
+        client.complete(claims[i].key, claims[i].version, "{}", claims[i].token);
+      }
+    });
+    for (std::thread* t : {&first, &second, &refunder, &claimant}) t->join();
+    writing = false;
+    reader.join();
+    QVERIFY(reads > 0);
+    QCOMPARE(inconsistent.load(), 0);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL"),
+             (long long)kObjects);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.overcharged_objects('{payment}', '1 day')"),
+             (long long)kObjects / 2);
+    QCOMPARE(db_->scalar("SELECT sum(owed_minor) FROM idem.overcharged_objects('{payment}', "
+                         "'1 day')"),
+             100LL * kObjects / 2);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.money_moved_without_success('{payment}', "
+                         "'1 day', '0')"),
+             (long long)(kObjects - kObjects / 4));
   }
 
   void theReaderAndTheOperatorMayAskWriterMayNot() {

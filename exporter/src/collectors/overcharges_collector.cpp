@@ -9,54 +9,26 @@
 namespace idem::exporter {
 namespace {
 
-// The business objects charged within the window (BRIN on created_at), then all the flows of each
-// (fund_flows_by_biz), so that a charge inside the window is weighed against a first charge or a
-// refund outside it. Per object and currency: charged - the first charge (when in that currency)
-// - refunded; positive is the excess still owed.
+// Per (biz type, currency) the objects and the excess; per biz type alone (currency NULL) the
+// objects, each once even when overcharged in two currencies. The function is inlined into this
+// query, its unused columns (the keys' agents) left out of the plan.
 constexpr const char* kOvercharges = R"SQL(
-WITH charged AS (
-    SELECT DISTINCT f.biz_type, f.biz_id
-      FROM idem.fund_flows f
-     WHERE f.kind IN ('DEBIT', 'CAPTURE')
-       AND f.biz_type = ANY($1::text[])
-       AND f.created_at >= now() - $2::interval
-), flows AS (
-    SELECT c.biz_type, c.biz_id, f.id, f.kind, f.amount_minor, f.currency,
-           min(f.id) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE'))
-               OVER (PARTITION BY c.biz_type, c.biz_id) AS first_charge
-      FROM charged c
-      JOIN idem.fund_flows f ON f.biz_type = c.biz_type AND f.biz_id = c.biz_id
-), excess AS (
-    SELECT biz_type, biz_id, currency,
-           coalesce(sum(amount_minor) FILTER (WHERE kind IN ('DEBIT', 'CAPTURE')
-                                                AND id <> first_charge), 0)
-         - coalesce(sum(amount_minor) FILTER (WHERE kind = 'REFUND'), 0) AS owed
-      FROM flows
-     GROUP BY biz_type, biz_id, currency
-)
--- Per (biz type, currency) the objects and the excess; per biz type alone (currency NULL) the
--- objects, each once even when overcharged in two currencies.
-SELECT biz_type, currency, count(DISTINCT biz_id)::float8, sum(owed)::float8
-  FROM excess
- WHERE owed > 0
+SELECT biz_type, currency, count(DISTINCT biz_id)::float8, sum(owed_minor)::float8
+  FROM idem.overcharged_objects($1::text[], $2::interval)
  GROUP BY GROUPING SETS ((biz_type, currency), (biz_type))
 )SQL";
-
-std::string intervalText(std::chrono::milliseconds d) {
-  return std::to_string(d.count()) + " milliseconds";
-}
 
 }  // namespace
 
 OverchargesCollector::OverchargesCollector(ReconciliationSettings settings)
-    : settings_(std::move(settings)) {
+    : MoneyQuestionCollector(std::move(settings)) {
   for (const std::string& biz : settings_.bizTypes) objects_[biz] = 0;
 }
 
 void OverchargesCollector::update(pqxx::connection& connection) {
   pqxx::nontransaction tx(connection);
-  const pqxx::result rows = tx.exec_params(kOvercharges, textArrayLiteral(settings_.bizTypes),
-                                           intervalText(settings_.window));
+  requireMoneyQuestion(tx, "idem.overcharged_objects(text[],interval)");
+  const pqxx::result rows = tx.exec_params(kOvercharges, bizTypesParameter(), windowParameter());
   std::map<std::string, double> objects;
   for (const std::string& biz : settings_.bizTypes) objects[biz] = 0;
   std::map<std::pair<std::string, std::string>, double> amounts;
@@ -100,9 +72,7 @@ void OverchargesCollector::collect(std::vector<prometheus::MetricFamily>& out) c
     // Its flags are the reconciliation's (--reconcile-interval, -window, -biz-types).
     .make =
         [](const CollectorContext& c) {
-          const ExporterOptions& o = c.options;
-          return std::make_unique<OverchargesCollector>(ReconciliationSettings{
-              o.reconcileInterval, o.reconcileWindow, o.reconcileGrace, o.reconcileBizTypes});
+          return std::make_unique<OverchargesCollector>(ReconciliationSettings::from(c.options));
         },
 });
 

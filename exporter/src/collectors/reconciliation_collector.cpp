@@ -2,6 +2,7 @@
 
 #include <pqxx/nontransaction>
 #include <pqxx/pqxx>
+#include <stdexcept>
 
 #include "collectors/registry.hpp"
 #include "idem/duration.hpp"
@@ -10,69 +11,22 @@
 namespace idem::exporter {
 namespace {
 
-// Both queries walk only the window's rows and probe the other table by index for each: the
-// EXISTS sits in a FILTER clause, where PostgreSQL keeps it a correlated subplan (one index probe
-// per row) instead of turning it into an anti join, which it would run as a merge or hash join
-// over the whole other table, a cost that grows with the table instead of the window.
-
-// Money moves by a DEBIT or a CAPTURE (the capture of a FREEZE hold); docs/contract/schema.md,
-// "Money moved". Both queries count them alike.
-
-// DEBIT and CAPTURE flows in the window (BRIN on created_at), per business object, each probed
-// against the one SUCCESS record a business object may have (the unique partial index
-// records_one_live_per_biz, whose predicate status = 'SUCCESS' implies; version 1 also had
-// records_one_success_per_biz). %TOMBSTONE% is empty on a version-1 schema; from version 2 on it
-// also accepts the tombstone that retention left of a purged SUCCESS record (idem.retired_keys,
-// probed through retired_keys_paid_biz): a business object that succeeded stays succeeded when
-// its record is removed.
-constexpr std::string_view kDebitWithoutSuccess = R"SQL(
-SELECT count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM idem.records r
-                                           WHERE r.biz_type = d.biz_type AND r.biz_id = d.biz_id
-                                             AND r.status = 'SUCCESS')%TOMBSTONE%)
-  FROM (SELECT DISTINCT f.biz_type, f.biz_id
-          FROM idem.fund_flows f
-         WHERE f.kind IN ('DEBIT', 'CAPTURE')
-           AND f.biz_type = ANY($1::text[])
-           AND f.created_at >= now() - $2::interval
-           AND f.created_at < now() - $3::interval) AS d
+// Both questions walk only the window's rows and probe the other table by index for each
+// (sql/012_money_questions.sql says how): counting their rows costs what the window holds, not
+// what the tables hold. The functions are inlined into this count (bench/money prints its plan).
+constexpr const char* kMismatches = R"SQL(
+SELECT (SELECT count(*) FROM idem.money_moved_without_success($1::text[], $2::interval,
+                                                              $3::interval))::float8,
+       (SELECT count(*) FROM idem.success_without_money_moved($1::text[], $2::interval,
+                                                              $3::interval))::float8,
+       extract(epoch FROM now())::float8
 )SQL";
 
-constexpr std::string_view kSuccessTombstone = R"SQL(
-                          AND NOT EXISTS (SELECT 1 FROM idem.retired_keys t
-                                           WHERE t.biz_type = d.biz_type AND t.biz_id = d.biz_id
-                                             AND t.status = 'SUCCESS'))SQL";
+// Whether the schema has a function: asked at every reconciliation, so that an upgrade in place
+// while the exporter runs is followed without a restart.
+constexpr const char* kHasFunction = "SELECT to_regprocedure($1) IS NOT NULL";
 
-// Whether the schema has retention's tombstones (version 2): asked at every reconciliation, so
-// that an upgrade in place while the exporter runs is followed without a restart.
-constexpr const char* kHasTombstones = "SELECT to_regclass('idem.retired_keys') IS NOT NULL";
-
-// Records that became SUCCESS in the window (records_by_updated range), each probed for a DEBIT
-// or CAPTURE flow of its business object (fund_flows_by_biz).
-constexpr const char* kSuccessWithoutDebit = R"SQL(
-SELECT count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM idem.fund_flows f
-                                           WHERE f.biz_type = r.biz_type AND f.biz_id = r.biz_id
-                                             AND f.kind IN ('DEBIT', 'CAPTURE')))
-  FROM idem.records r
- WHERE r.updated_at >= now() - $2::interval
-   AND r.updated_at < now() - $3::interval
-   AND r.status = 'SUCCESS'
-   AND r.biz_type = ANY($1::text[])
-)SQL";
-
-std::string debitWithoutSuccessQuery(bool tombstones) {
-  std::string sql(kDebitWithoutSuccess);
-  const std::string_view placeholder = "%TOMBSTONE%";
-  sql.replace(sql.find(placeholder), placeholder.size(),
-              tombstones ? std::string(kSuccessTombstone) : std::string());
-  return sql;
-}
-
-std::string intervalText(std::chrono::milliseconds d) {
-  return std::to_string(d.count()) + " milliseconds";
-}
-
-}  // namespace
-
+// '{"a","b"}': a text[] parameter in text form, quoted so that any biz type is safe.
 std::string textArrayLiteral(const std::vector<std::string>& values) {
   std::string out = "{";
   for (std::size_t i = 0; i < values.size(); ++i) {
@@ -88,26 +42,44 @@ std::string textArrayLiteral(const std::vector<std::string>& values) {
   return out;
 }
 
-ReconciliationCollector::ReconciliationCollector(ReconciliationSettings settings)
-    : settings_(std::move(settings)) {}
+std::string intervalText(std::chrono::milliseconds d) {
+  return std::to_string(d.count()) + " milliseconds";
+}
+
+}  // namespace
+
+ReconciliationSettings ReconciliationSettings::from(const ExporterOptions& o) {
+  return {o.reconcileInterval, o.reconcileWindow, o.reconcileGrace, o.reconcileBizTypes};
+}
+
+void MoneyQuestionCollector::requireMoneyQuestion(pqxx::transaction_base& tx,
+                                                  const std::string& function) {
+  if (!tx.exec_params1(kHasFunction, function)[0].as<bool>()) {
+    throw std::runtime_error("the database's schema has no " + function +
+                             " yet (sql/012_money_questions.sql): migrate it (idemctl migrate); "
+                             "until then the last figures stay");
+  }
+}
+
+std::string MoneyQuestionCollector::bizTypesParameter() const {
+  return textArrayLiteral(settings_.bizTypes);
+}
+std::string MoneyQuestionCollector::windowParameter() const {
+  return intervalText(settings_.window);
+}
+std::string MoneyQuestionCollector::graceParameter() const {
+  return intervalText(settings_.grace);
+}
 
 void ReconciliationCollector::update(pqxx::connection& connection) {
   pqxx::nontransaction tx(connection);
-  const std::string bizTypes = textArrayLiteral(settings_.bizTypes);
-  const bool tombstones = tx.exec1(kHasTombstones)[0].as<bool>();
-  const double debits =
-      tx.exec_params1(debitWithoutSuccessQuery(tombstones), bizTypes,
-                      intervalText(settings_.window), intervalText(settings_.grace))[0]
-          .as<double>();
-  const double successes =
-      tx.exec_params1(kSuccessWithoutDebit, bizTypes, intervalText(settings_.window),
-                      intervalText(settings_.grace))[0]
-          .as<double>();
-  const double now = tx.exec1("SELECT extract(epoch FROM now())::float8")[0].as<double>();
+  requireMoneyQuestion(tx, "idem.money_moved_without_success(text[],interval,interval)");
+  const pqxx::row counts =
+      tx.exec_params1(kMismatches, bizTypesParameter(), windowParameter(), graceParameter());
   std::lock_guard lock(mutex_);
-  debitWithoutSuccess_ = debits;
-  successWithoutDebit_ = successes;
-  lastSuccess_ = now;
+  debitWithoutSuccess_ = counts[0].as<double>();
+  successWithoutDebit_ = counts[1].as<double>();
+  lastSuccess_ = counts[2].as<double>();
 }
 
 void ReconciliationCollector::collect(std::vector<prometheus::MetricFamily>& out) const {
@@ -153,9 +125,7 @@ void ReconciliationCollector::collect(std::vector<prometheus::MetricFamily>& out
         },
     .make =
         [](const CollectorContext& c) {
-          const ExporterOptions& o = c.options;
-          return std::make_unique<ReconciliationCollector>(ReconciliationSettings{
-              o.reconcileInterval, o.reconcileWindow, o.reconcileGrace, o.reconcileBizTypes});
+          return std::make_unique<ReconciliationCollector>(ReconciliationSettings::from(c.options));
         },
 });
 

@@ -1,0 +1,406 @@
+// The operators' console views of issue 11, through the real window against a real PostgreSQL:
+// the Reconciliation tab's rows are the money questions' rows (idem.money_moved_without_success,
+// idem.success_without_money_moved) and settle a charged UNKNOWN record SUCCESS with the charge
+// filled in as evidence (a reason still required; the history names the operator and the reason),
+// a FAILED one is offered the correction; the Overcharges tab's rows are idem.overcharged_objects'
+// and empty once a REFUND is recorded; the Trace audit tells an incident's whole story in order
+// (first try, lease expiry, an LLM retry under a new key, a callback re-drive, the charge). Every
+// new model runs under QAbstractItemModelTester. Copy puts a cell's whole text on the clipboard;
+// the window title follows the records filter; each tab says when it was last refreshed.
+#include <QAbstractItemModelTester>
+#include <QAction>
+#include <QBuffer>
+#include <QClipboard>
+#include <QComboBox>
+#include <QGuiApplication>
+#include <QLineEdit>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTreeView>
+#include <QtTest>
+
+#include "admin_fixture.hpp"
+#include "models/business_object.hpp"
+#include "models/database_session.hpp"
+#include "models/overcharge_model.hpp"
+#include "models/reconciliation_model.hpp"
+#include "models/record_table_model.hpp"
+#include "models/trace_story_model.hpp"
+#include "widgets/main_window.hpp"
+#include "widgets/overcharges_view.hpp"
+#include "widgets/reconciliation_view.hpp"
+#include "widgets/record_filter_bar.hpp"
+#include "widgets/record_table_view.hpp"
+#include "widgets/refresh_stamp.hpp"
+#include "widgets/settle_dialog.hpp"
+#include "widgets/table_copy.hpp"
+#include "widgets/trace_audit_view.hpp"
+
+using namespace idem;
+using namespace idem::admin;
+using namespace std::chrono_literals;
+
+namespace {
+
+// What the functions return for every biz type, over 24 h with no grace: the test's data is new.
+constexpr const char* kMovedSql =
+    "SELECT biz_type || '/' || biz_id || ' ' || coalesce(record_key, '-') || ' ' || "
+    "coalesce(record_status, '-') || ' ' || charged_minor || ' ' || currency FROM "
+    "idem.money_moved_without_success(ARRAY['payment'], '24 hours', '0 seconds')";
+constexpr const char* kSuccessSql =
+    "SELECT biz_type || '/' || biz_id || ' ' || idempotency_key || ' SUCCESS' FROM "
+    "idem.success_without_money_moved(ARRAY['payment'], '24 hours', '0 seconds')";
+constexpr const char* kOverchargedSql =
+    "SELECT biz_type || '/' || biz_id || ' ' || owed_minor || ' ' || currency || ' ' || "
+    "array_to_string(idempotency_keys, ',') FROM idem.overcharged_objects(ARRAY['payment'], "
+    "'24 hours')";
+
+std::vector<std::string> reconciliationLines(const ReconciliationModel& m) {
+  std::vector<std::string> lines;
+  for (const ReconciliationRow& r : m.rows()) {
+    std::string line = r.bizType + "/" + r.bizId + " " + r.recordKey.value_or("-") + " " +
+                       (r.recordStatus ? std::string(format(*r.recordStatus)) : "-");
+    if (r.question == MoneyQuestion::MovedWithoutSuccess) {
+      line += " " + std::to_string(r.chargedMinor) + " " + r.currency;
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
+std::vector<std::string> overchargeLines(const OverchargeModel& m) {
+  std::vector<std::string> lines;
+  for (const Overcharge& o : m.rows()) {
+    std::string keys;
+    for (const std::string& k : o.idempotencyKeys) keys += (keys.empty() ? "" : ",") + k;
+    lines.push_back(o.bizType + "/" + o.bizId + " " + std::to_string(o.owedMinor) + " " +
+                    o.currency + " " + keys);
+  }
+  return lines;
+}
+
+int rowOf(const ReconciliationModel& m, const std::string& bizId, MoneyQuestion q) {
+  for (int i = 0; i < m.rowCount(); ++i) {
+    if (m.rowAt(i)->bizId == bizId && m.rowAt(i)->question == q) return i;
+  }
+  return -1;
+}
+
+}  // namespace
+
+class TestConsoleViews : public QObject {
+  Q_OBJECT
+
+  std::unique_ptr<test::TestDatabase> db_;
+  test::AdminScenario s_;
+  std::string alice_;
+
+  std::unique_ptr<MainWindow> openWindow() {
+    MainWindow::Options o;
+    o.refreshInterval = std::chrono::hours(1);
+    o.backoff = ReconnectBackoff(200ms, 1s);
+    auto w = std::make_unique<MainWindow>(o);
+    // Without the grace period: every row of the test is seconds old.
+    w->reconciliationView()->setSpan({std::chrono::hours(24), std::chrono::seconds(0)});
+    w->connectTo(test::settingsFor(db_->dsnAs(alice_)));
+    w->show();
+    return w;
+  }
+
+  static bool reconciled(MainWindow& w) {
+    return test::waitUntil([&] {
+      return w.session()->isConnected() && !w.reconciliationView()->isLoading() &&
+             w.reconciliationView()->stamp()->last().isValid();
+    });
+  }
+
+  // The seeds' incident under one trace: the first try, whose lease runs out (the gateway timed
+  // out); the LLM retrying under a new key, refused while the object is in flight; the gateway's
+  // callback re-driving the first key; the charge.
+  void seedIncident() {
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    // The first try, whose lease runs out: the gateway timed out.
+    BeginRequest first = test::paymentRequest("pay-inc-1", "ord-inc", 1ms);
+    first.traceId = "trace-incident";
+    first.agentId = "agent-inc";
+    client.begin(first);
+    QTest::qWait(20);
+    QVERIFY(client.expireLeases() >= 1);
+    // The LLM retries under a new key: refused, the object is in flight.
+    BeginRequest retry = test::paymentRequest("pay-inc-2", "ord-inc");
+    retry.traceId = "trace-incident";
+    retry.agentId = "agent-inc";
+    retry.source = TriggerSource::Llm;
+    client.begin(retry);
+    // The gateway's callback re-drives the first key, and the charge lands.
+    BeginRequest callback = first;
+    callback.source = TriggerSource::Callback;
+    client.begin(callback);
+    client.recordFundFlow(
+        {"payment", "ord-inc", FundFlowKind::Debit, 2990, "CNY", "gw-inc-1", "pay-inc-1"});
+  }
+
+  // A SUCCESS record without money moved, and a FAILED one whose money moved after all.
+  void seedMoneyCases() {
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    const Claim paid = test::claim(client, test::paymentRequest("pay-nomoney", "ord-nm"));
+    QVERIFY(client.complete("pay-nomoney", paid.version, "{}", paid.token).ok());
+    client.recordFundFlow(
+        {"payment", "ord-failed", FundFlowKind::Debit, 2990, "CNY", "gw-late-1", s_.failed});
+  }
+
+ private slots:
+  void initTestCase() {
+    qRegisterMetaType<SettleDialog*>();
+    db_ = std::make_unique<test::TestDatabase>("tst_console_views");
+  }
+
+  void init() {
+    db_->reset();
+    auto c = db_->connect();
+    s_ = test::seedScenario(*c);
+    alice_ = db_->createLoginRole("alice", "idem_operator");
+  }
+
+  void reconciliationRowsAreTheFunctionsRows() {
+    seedMoneyCases();
+    auto w = openWindow();
+    QVERIFY(reconciled(*w));
+    ReconciliationModel* m = w->reconciliationView()->model();
+    QAbstractItemModelTester tester(m, QAbstractItemModelTester::FailureReportingMode::QtTest);
+
+    std::vector<std::string> expected = test::keysBySql(*db_, kMovedSql);
+    for (const std::string& line : test::keysBySql(*db_, kSuccessSql)) expected.push_back(line);
+    QCOMPARE(reconciliationLines(*m), expected);
+    QCOMPARE(m->count(MoneyQuestion::MovedWithoutSuccess), 3);  // debited, double, failed
+    QCOMPARE(m->count(MoneyQuestion::SuccessWithoutMoney), 1);
+    QCOMPARE(w->tabs()->tabText(2), QStringLiteral("Reconciliation (4)"));
+    QVERIFY(w->reconciliationView()->stamp()->text().startsWith(QStringLiteral("last refreshed")));
+
+    // A SUCCESS row has nothing to settle; a FAILED record with a charge offers the correction.
+    ReconciliationView* v = w->reconciliationView();
+    v->table()->setCurrentIndex(
+        m->index(rowOf(*m, "ord-nm", MoneyQuestion::SuccessWithoutMoney), 0));
+    QVERIFY(!v->settleAction()->isEnabled());
+    QVERIFY(v->settleAction()->toolTip().contains(QStringLiteral("nothing to settle")));
+    v->table()->setCurrentIndex(
+        m->index(rowOf(*m, "ord-failed", MoneyQuestion::MovedWithoutSuccess), 0));
+    QVERIFY(v->settleAction()->isEnabled());
+    QCOMPARE(v->settleAction()->text(), QStringLiteral("Correct to SUCCESS\u2026"));
+    QSignalSpy opened(v, &ReconciliationView::settleDialogOpened);
+    v->settleAction()->trigger();
+    QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 15000);
+    QVERIFY(v->settleDialog()->isCorrection());
+    QCOMPARE(v->settleDialog()->findChild<QLineEdit*>(QStringLiteral("settleGatewayRef"))->text(),
+             QStringLiteral("gw-late-1"));
+    v->settleDialog()->reject();
+
+    // The selected object's records and flows, side by side.
+    QTRY_COMPARE_WITH_TIMEOUT(v->object()->fundFlows()->rowCount(), 1, 15000);
+    QTRY_COMPARE_WITH_TIMEOUT(v->object()->records()->rowCount(), 1, 15000);
+    QAbstractItemModelTester records(v->object()->records(),
+                                     QAbstractItemModelTester::FailureReportingMode::QtTest);
+  }
+
+  void settleFromReconciliationWithTheChargeAsEvidence() {
+    auto w = openWindow();
+    QVERIFY(reconciled(*w));
+    ReconciliationView* v = w->reconciliationView();
+    ReconciliationModel* m = v->model();
+    const int row = rowOf(*m, "ord-debited", MoneyQuestion::MovedWithoutSuccess);
+    QVERIFY(row >= 0);
+    v->table()->setCurrentIndex(m->index(row, 0));
+    QCOMPARE(v->settleAction()->text(), QStringLiteral("Settle SUCCESS\u2026"));
+    QVERIFY(v->settleAction()->isEnabled());
+
+    QSignalSpy opened(v, &ReconciliationView::settleDialogOpened);
+    v->settleAction()->trigger();
+    QTRY_COMPARE_WITH_TIMEOUT(opened.count(), 1, 15000);
+    SettleDialog* d = v->settleDialog();
+    QCOMPARE(d->seen().idempotencyKey, s_.unknownWithDebit);
+    QCOMPARE(d->findChild<QLineEdit*>(QStringLiteral("settleGatewayRef"))->text(),
+             QStringLiteral("gw-debit-1"));
+    const QString json =
+        d->findChild<QPlainTextEdit*>(QStringLiteral("settleEvidenceJson"))->toPlainText();
+    QVERIFY2(json.contains(QStringLiteral("\"flow_kind\":\"DEBIT\"")), qPrintable(json));
+    QVERIFY(json.contains(QStringLiteral("\"amount_minor\":2990")));
+
+    // The reason is still the operator's to give.
+    auto* settle = d->findChild<QPushButton*>(QStringLiteral("settleButton"));
+    QTest::mouseClick(settle, Qt::LeftButton);
+    QCOMPARE(d->phase(), SettleDialog::Phase::Editing);
+    QCOMPARE(test::textBySql(*db_,
+                             "SELECT status FROM idem.records WHERE idempotency_key = "
+                             "'pay-debited'"),
+             std::string("UNKNOWN"));
+
+    QSignalSpy settled(v, &ReconciliationView::recordSettled);
+    d->findChild<QPlainTextEdit*>(QStringLiteral("settleReason"))
+        ->setPlainText(QStringLiteral("gateway shows the charge"));
+    QTest::mouseClick(settle, Qt::LeftButton);
+    QTRY_COMPARE_WITH_TIMEOUT(settled.count(), 1, 15000);
+    QCOMPARE(test::textBySql(*db_,
+                             "SELECT status FROM idem.records WHERE idempotency_key = "
+                             "'pay-debited'"),
+             std::string("SUCCESS"));
+    QCOMPARE(test::textBySql(*db_,
+                             "SELECT actor || ' ' || actor_kind || ' ' || reason || ' ' || "
+                             "(evidence->>'gateway_ref') FROM idem.transitions WHERE "
+                             "idempotency_key = 'pay-debited' ORDER BY id DESC LIMIT 1"),
+             alice_ + " operator gateway shows the charge gw-debit-1");
+    // Settled: the business object leaves the question.
+    QTRY_VERIFY_WITH_TIMEOUT(rowOf(*m, "ord-debited", MoneyQuestion::MovedWithoutSuccess) < 0,
+                             15000);
+  }
+
+  void overchargeLeavesOnceTheRefundIsRecorded() {
+    auto w = openWindow();
+    OverchargesView* v = w->overchargesView();
+    QAbstractItemModelTester tester(v->model(),
+                                    QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QTRY_VERIFY_WITH_TIMEOUT(v->stamp()->last().isValid() && !v->isLoading(), 15000);
+    QCOMPARE(overchargeLines(*v->model()), test::keysBySql(*db_, kOverchargedSql));
+    QCOMPARE(v->model()->rowCount(), 1);
+    QCOMPARE(v->model()->index(0, OverchargeModel::Owed).data().toString(),
+             QStringLiteral("29.90 CNY"));
+    QCOMPARE(v->model()->index(0, OverchargeModel::Keys).data().toString(),
+             QString::fromStdString(s_.unknownDoubleDebit));
+    QCOMPARE(w->tabs()->tabText(3), QStringLiteral("Overcharges (1)"));
+    // Export writes the tab shown: the overcharge, the amount owed in minor units.
+    w->tabs()->setCurrentWidget(v);
+    QBuffer csv;
+    QVERIFY(csv.open(QIODevice::WriteOnly));
+    QCOMPARE(w->exportCsv(csv), 1);
+    QVERIFY2(csv.data().contains("payment,ord-double,2990,5980,0,2"), csv.data().constData());
+
+    {
+      auto c = db_->connect();
+      ProtocolClient(*c).recordFundFlow({"payment", "ord-double", FundFlowKind::Refund, 2990, "CNY",
+                                         "gw-refund-1", s_.unknownDoubleDebit});
+    }
+    w->refreshNow();
+    QTRY_COMPARE_WITH_TIMEOUT(v->model()->rowCount(), 0, 15000);
+    QCOMPARE(test::keysBySql(*db_, kOverchargedSql), std::vector<std::string>{});
+    QCOMPARE(w->tabs()->tabText(3), QStringLiteral("Overcharges"));
+  }
+
+  void traceSearchTellsTheIncidentInOrder() {
+    seedIncident();
+    auto w = openWindow();
+    TraceAuditView* v = w->traceAuditView();
+    QAbstractItemModelTester tester(v->model(),
+                                    QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QTRY_VERIFY_WITH_TIMEOUT(w->session()->isConnected(), 15000);
+    v->searchField()->setText(QStringLiteral("trace-incident"));
+    QTest::keyClick(v->searchField(), Qt::Key_Return);
+    QTRY_VERIFY_WITH_TIMEOUT(!v->isLoading() && v->model()->rowCount() > 0, 15000);
+    QVERIFY2(v->lastError().isEmpty(), qPrintable(v->lastError()));
+
+    std::vector<std::string> shown;
+    for (const StoryEvent& e : v->model()->rows()) {
+      shown.push_back(e.event + " " + e.idempotencyKey.value_or("-") + " " +
+                      e.triggerSource.value_or(e.toStatus.value_or(e.flowKind.value_or("-"))));
+    }
+    QCOMPARE(shown,
+             test::keysBySql(*db_,
+                             "SELECT event || ' ' || coalesce(idempotency_key, '-') || ' ' || "
+                             "coalesce(trigger_source, to_status, flow_kind, '-') FROM "
+                             "idem.trace_story('trace-incident', NULL)"));
+    const std::vector<std::string> story{
+        "attempt pay-inc-1 initial",    "transition pay-inc-1 PROCESSING",
+        "transition pay-inc-1 UNKNOWN", "attempt pay-inc-2 llm",
+        "attempt pay-inc-1 callback",   "fund_flow pay-inc-1 DEBIT"};
+    QCOMPARE(shown, story);
+
+    // An event with a business object hands it to the timeline hook.
+    QSignalSpy chosen(w.get(), &MainWindow::businessObjectChosen);
+    v->table()->setCurrentIndex(v->model()->index(5, 0));
+    QCOMPARE(chosen.count(), 1);
+    QCOMPARE(chosen.at(0).at(1).toString(), QStringLiteral("ord-inc"));
+    QVERIFY(v->stamp()->last().isValid());
+
+    // By agent: the same attempts.
+    v->search(StorySubject::Agent, QStringLiteral("agent-inc"));
+    QTRY_VERIFY_WITH_TIMEOUT(!v->isLoading() && v->model()->rowCount() > 0, 15000);
+    QCOMPARE(static_cast<int>(v->model()->rowCount()), static_cast<int>(story.size()));
+  }
+
+  void copyPutsTheWholeCellOnTheClipboard() {
+    auto w = openWindow();
+    QTRY_VERIFY_WITH_TIMEOUT(w->recordsModel()->rowCount() > 0, 15000);
+    RecordTableView* view = w->recordsView();
+    view->setColumnWidth(RecordTableModel::Key, 30);  // elided on screen, whole on the clipboard
+    const QModelIndex key = w->recordsModel()->index(0, RecordTableModel::Key);
+    view->setCurrentIndex(key);
+    view->setFocus();
+    QGuiApplication::clipboard()->clear();
+    auto* copy = view->findChild<QAction*>(QStringLiteral("copyCellAction"));
+    QVERIFY(copy != nullptr);
+    QVERIFY(view->actions().contains(copy));  // the context menu's Copy
+    QCOMPARE(view->contextMenuPolicy(), Qt::ActionsContextMenu);
+    QTest::keySequence(view, QKeySequence::Copy);
+    QCOMPARE(QGuiApplication::clipboard()->text(), key.data().toString());
+    QVERIFY(!key.data().toString().isEmpty());
+    // Every table of the new tabs copies too, and keys elide from the left.
+    QVERIFY(w->reconciliationView()->table()->findChild<QAction*>(
+                QStringLiteral("copyCellAction")) != nullptr);
+    QVERIFY(view->itemDelegateForColumn(RecordTableModel::Key) != nullptr);
+    QVERIFY(view->itemDelegateForColumn(RecordTableModel::BizId) != nullptr);
+  }
+
+  void windowTitleFollowsTheFilter() {
+    auto w = openWindow();
+    QTRY_VERIFY_WITH_TIMEOUT(w->windowTitle().contains(QString::fromStdString(alice_)), 15000);
+    QVERIFY(!w->windowTitle().contains(QStringLiteral("biz id")));
+    w->filterBar()->bizIdPrefixEdit()->setText(QStringLiteral("ord-d"));
+    w->filterBar()->applyNow();
+    QVERIFY2(w->windowTitle().contains(QStringLiteral("biz id ord-d*")),
+             qPrintable(w->windowTitle()));
+    w->filterBar()->clear();
+    w->filterBar()->applyNow();
+    QVERIFY(!w->windowTitle().contains(QStringLiteral("biz id")));
+    QTRY_VERIFY_WITH_TIMEOUT(w.get()
+                                 ->findChild<RefreshStamp*>(QStringLiteral("recordsRefreshStamp"))
+                                 ->text()
+                                 .startsWith("last refreshed"),
+                             15000);
+  }
+
+  // docs/screenshots/admin-*.png, when IDEMWATCH_SCREENSHOT_DIR names the folder.
+  void screenshotsOfTheNewTabs() {
+    const QString dir = qEnvironmentVariable("IDEMWATCH_SCREENSHOT_DIR");
+    if (dir.isEmpty()) QSKIP("IDEMWATCH_SCREENSHOT_DIR is not set");
+    seedMoneyCases();
+    seedIncident();
+    auto w = openWindow();
+    w->resize(1500, 900);
+    QVERIFY(reconciled(*w));
+    OverchargesView* over = w->overchargesView();
+    QTRY_VERIFY_WITH_TIMEOUT(over->stamp()->last().isValid(), 15000);
+    ReconciliationView* rec = w->reconciliationView();
+    rec->table()->setCurrentIndex(rec->model()->index(
+        rowOf(*rec->model(), "ord-double", MoneyQuestion::MovedWithoutSuccess), 0));
+    QTRY_VERIFY_WITH_TIMEOUT(rec->object()->fundFlows()->rowCount() == 2, 15000);
+    over->table()->setCurrentIndex(over->model()->index(0, 0));
+    QTRY_VERIFY_WITH_TIMEOUT(over->object()->fundFlows()->rowCount() == 2, 15000);
+    w->traceAuditView()->search(StorySubject::Trace, QStringLiteral("trace-incident"));
+    QTRY_VERIFY_WITH_TIMEOUT(w->traceAuditView()->model()->rowCount() == 6, 15000);
+    w->traceAuditView()->table()->setCurrentIndex(w->traceAuditView()->model()->index(3, 0));
+    const std::pair<QWidget*, const char*> tabs[] = {
+        {rec, "admin-reconciliation.png"},
+        {over, "admin-overcharges.png"},
+        {w->traceAuditView(), "admin-trace-audit.png"}};
+    for (const auto& [tab, file] : tabs) {
+      w->tabs()->setCurrentWidget(tab);
+      QTest::qWait(200);
+      QVERIFY(w->grab().save(dir + QLatin1Char('/') + QLatin1String(file)));
+    }
+  }
+};
+
+QTEST_MAIN(TestConsoleViews)
+#include "tst_console_views.moc"
