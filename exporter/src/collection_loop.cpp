@@ -85,17 +85,16 @@ bool CollectionLoop::waitFor(std::chrono::milliseconds d) {
 bool CollectionLoop::connect() {
   try {
     auto c = idem::connect(settings_);
-    // Behind a pooler (PgBouncer in transaction mode) a session setting would stay on the server
-    // connection for its next client: there, only the transactions opened through
-    // idem/bounded_transaction.hpp are bounded (StatementTimeoutScope in run()), and nothing is
-    // set for the session. A session of our own may carry the settings for every statement.
+    // Every statement runs in a transaction opened through idem/bounded_transaction.hpp, which
+    // carries the statement timeout (SET LOCAL; StatementTimeoutScope in run()), so nothing is
+    // bounded through the session. Behind a pooler (PgBouncer in transaction mode) a session
+    // setting would stay on the server connection for its next client, so none is made there; a
+    // session of our own also gets the read-only and planner settings, which no one else sees.
     if (idem::sessionIsShared(*c)) {
       logInfo("the database connection goes through a pooler: no session settings");
     } else {
       pqxx::nontransaction tx(*c);
       tx.exec(kSessionSetup);
-      tx.exec_params("SELECT pg_catalog.set_config('statement_timeout', $1, false)",
-                     std::to_string(settings_.statementTimeout.count()));
       tx.commit();
     }
     connection_ = std::move(c);

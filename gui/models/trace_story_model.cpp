@@ -29,16 +29,16 @@ QString text(const std::optional<std::string>& s) {
 
 }  // namespace
 
-std::vector<StoryEvent> readTraceStory(pqxx::connection& c, const StoryQuery& query) {
+std::vector<AuditEvent> readTraceStory(pqxx::connection& c, const StoryQuery& query) {
   return idem::translatingErrors("read the story", [&] {
-    std::vector<StoryEvent> events;
+    std::vector<AuditEvent> events;
     pqxx::read_transaction tx(c);
     const std::optional<std::string> trace =
         query.subject == StorySubject::Trace ? std::optional(query.id) : std::nullopt;
     const std::optional<std::string> agent =
         query.subject == StorySubject::Agent ? std::optional(query.id) : std::nullopt;
     for (const pqxx::row& f : tx.exec_params(kTraceStory, trace, agent)) {
-      StoryEvent e;
+      AuditEvent e;
       e.at = micros(f[0]);
       e.event = f[1].c_str();
       e.eventId = f[2].as<std::int64_t>();
@@ -69,7 +69,7 @@ int TraceStoryModel::columnCount(const QModelIndex& parent) const {
   return parent.isValid() ? 0 : ColumnCount;
 }
 
-QVariant TraceStoryModel::display(const StoryEvent& e, int column) const {
+QVariant TraceStoryModel::display(const AuditEvent& e, int column) const {
   switch (column) {
     case When:
       return displayTime(e.at);
@@ -107,7 +107,7 @@ QVariant TraceStoryModel::display(const StoryEvent& e, int column) const {
   }
 }
 
-QVariant TraceStoryModel::cellData(const StoryEvent& e, int column, int role) const {
+QVariant TraceStoryModel::cellData(const AuditEvent& e, int column, int role) const {
   switch (role) {
     case Qt::DisplayRole:
       return display(e, column);

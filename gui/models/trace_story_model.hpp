@@ -15,7 +15,7 @@
 
 namespace idem::admin {
 
-struct StoryEvent {
+struct AuditEvent {
   Timestamp at{};
   std::string event;  // attempt, transition, fund_flow
   std::int64_t eventId = 0;
@@ -36,7 +36,7 @@ struct StoryEvent {
   std::optional<std::string> agentId;
   std::optional<std::string> traceId;
 
-  bool operator==(const StoryEvent&) const = default;
+  bool operator==(const AuditEvent&) const = default;
   std::string identity() const { return event + "#" + std::to_string(eventId); }
   bool hasBusinessObject() const { return bizType && bizId; }
 };
@@ -50,9 +50,9 @@ struct StoryQuery {
   bool operator==(const StoryQuery&) const = default;
 };
 
-std::vector<StoryEvent> readTraceStory(pqxx::connection& c, const StoryQuery& query);
+std::vector<AuditEvent> readTraceStory(pqxx::connection& c, const StoryQuery& query);
 
-class TraceStoryModel : public KeyedRowsModel<StoryEvent, std::string> {
+class TraceStoryModel : public KeyedRowsModel<AuditEvent, std::string> {
   Q_OBJECT
 
  public:
@@ -79,19 +79,19 @@ class TraceStoryModel : public KeyedRowsModel<StoryEvent, std::string> {
 
   using KeyedRowsModel::KeyedRowsModel;
 
-  void setEvents(std::vector<StoryEvent> events) { replaceRows(std::move(events)); }
+  void setEvents(std::vector<AuditEvent> events) { replaceRows(std::move(events)); }
 
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant headerData(int section, Qt::Orientation orientation,
                       int role = Qt::DisplayRole) const override;
 
  protected:
-  QVariant cellData(const StoryEvent& e, int column, int role) const override;
-  std::string keyOf(const StoryEvent& e) const override { return e.identity(); }
-  bool sameContent(const StoryEvent&, const StoryEvent&) const override { return true; }  // history
+  QVariant cellData(const AuditEvent& e, int column, int role) const override;
+  std::string keyOf(const AuditEvent& e) const override { return e.identity(); }
+  bool sameContent(const AuditEvent&, const AuditEvent&) const override { return true; }  // history
 
  private:
-  QVariant display(const StoryEvent& e, int column) const;
+  QVariant display(const AuditEvent& e, int column) const;
 };
 
 }  // namespace idem::admin

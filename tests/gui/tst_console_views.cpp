@@ -301,7 +301,7 @@ class TestConsoleViews : public QObject {
     QVERIFY2(v->lastError().isEmpty(), qPrintable(v->lastError()));
 
     std::vector<std::string> shown;
-    for (const StoryEvent& e : v->model()->rows()) {
+    for (const AuditEvent& e : v->model()->rows()) {
       shown.push_back(e.event + " " + e.idempotencyKey.value_or("-") + " " +
                       e.triggerSource.value_or(e.toStatus.value_or(e.flowKind.value_or("-"))));
     }

@@ -1,9 +1,9 @@
 #include "collectors/overcharges_collector.hpp"
 
-#include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 
 #include "collectors/registry.hpp"
+#include "idem/bounded_transaction.hpp"
 #include "metric_families.hpp"
 
 namespace idem::exporter {
@@ -26,9 +26,10 @@ OverchargesCollector::OverchargesCollector(ReconciliationSettings settings)
 }
 
 void OverchargesCollector::update(pqxx::connection& connection) {
-  pqxx::nontransaction tx(connection);
+  idem::ReadTransaction tx(connection);
   requireMoneyQuestion(tx, "idem.overcharged_objects(text[],interval)");
   const pqxx::result rows = tx.exec_params(kOvercharges, bizTypesParameter(), windowParameter());
+  tx.commit();
   std::map<std::string, double> objects;
   for (const std::string& biz : settings_.bizTypes) objects[biz] = 0;
   std::map<std::pair<std::string, std::string>, double> amounts;

@@ -1,10 +1,10 @@
 #include "collectors/reconciliation_collector.hpp"
 
-#include <pqxx/nontransaction>
 #include <pqxx/pqxx>
 #include <stdexcept>
 
 #include "collectors/registry.hpp"
+#include "idem/bounded_transaction.hpp"
 #include "idem/duration.hpp"
 #include "metric_families.hpp"
 
@@ -72,10 +72,11 @@ std::string MoneyQuestionCollector::graceParameter() const {
 }
 
 void ReconciliationCollector::update(pqxx::connection& connection) {
-  pqxx::nontransaction tx(connection);
+  idem::ReadTransaction tx(connection);
   requireMoneyQuestion(tx, "idem.money_moved_without_success(text[],interval,interval)");
   const pqxx::row counts =
       tx.exec_params1(kMismatches, bizTypesParameter(), windowParameter(), graceParameter());
+  tx.commit();
   std::lock_guard lock(mutex_);
   debitWithoutSuccess_ = counts[0].as<double>();
   successWithoutDebit_ = counts[1].as<double>();
