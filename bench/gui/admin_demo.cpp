@@ -69,24 +69,20 @@ int seed(const std::string& serverDsn, const std::string& database) {
   return 0;
 }
 
-// The settle dialog on an UNKNOWN payment with two DEBITs, FAILED chosen and sent without the
-// override: the server refuses (money_moved), the dialog shows its words and offers the override.
-int settleScreenshot(admin::MainWindow& window, const std::string& key, const QString& file) {
-  window.showAttention();
-  if (!waitFor([&] { return window.attentionModel()->rowOfKey(key) >= 0; }, 10000) ||
-      !window.selectRecord(QString::fromStdString(key)) ||
+// Selects `key` once `listed` says its row is there, and opens the settle dialog on it; null when
+// it cannot.
+admin::SettleDialog* openSettleDialog(admin::MainWindow& window, const std::string& key,
+                                      const std::function<bool()>& listed) {
+  if (!waitFor(listed, 10000) || !window.selectRecord(QString::fromStdString(key)) ||
       !waitFor([&] { return window.settleAction()->isEnabled(); }, 10000)) {
     std::cerr << "cannot select " << key << "\n";
-    return 1;
+    return nullptr;
   }
-  admin::SettleDialog* dialog = window.openSettleDialog();
-  if (dialog == nullptr) return 1;
-  dialog->chooseTarget(RecordStatus::Failed);
-  dialog->findChild<QPlainTextEdit*>(QStringLiteral("settleReason"))
-      ->setPlainText(QStringLiteral("customer reports the payment failed"));
-  if (!waitFor([&] { return dialog->overrideOffered(); }, 10000)) return 1;
-  dialog->submit();  // refused by the server: the override is not ticked
-  if (!waitFor([&] { return dialog->outcome().has_value(); }, 10000)) return 1;
+  return window.openSettleDialog();
+}
+
+// Once the dialog has painted: writes its picture to `file`, closes it without sending.
+int saveAndClose(admin::SettleDialog* dialog, const QString& file) {
   waitFor([] { return false; }, 300);
   if (!dialog->grab().save(file)) return 1;
   std::cout << "wrote " << file.toStdString() << " (" << dialog->width() << "x" << dialog->height()
@@ -95,30 +91,36 @@ int settleScreenshot(admin::MainWindow& window, const std::string& key, const QS
   return 0;
 }
 
+// The settle dialog on an UNKNOWN payment with two DEBITs, FAILED chosen and sent without the
+// override: the server refuses (money_moved), the dialog shows its words and offers the override.
+int settleScreenshot(admin::MainWindow& window, const std::string& key, const QString& file) {
+  window.showAttention();
+  admin::SettleDialog* dialog =
+      openSettleDialog(window, key, [&] { return window.attentionModel()->rowOfKey(key) >= 0; });
+  if (dialog == nullptr) return 1;
+  dialog->chooseTarget(RecordStatus::Failed);
+  dialog->findChild<QPlainTextEdit*>(QStringLiteral("settleReason"))
+      ->setPlainText(QStringLiteral("customer reports the payment failed"));
+  if (!waitFor([&] { return dialog->overrideOffered(); }, 10000)) return 1;
+  dialog->submit();  // refused by the server: the override is not ticked
+  if (!waitFor([&] { return dialog->outcome().has_value(); }, 10000)) return 1;
+  return saveAndClose(dialog, file);
+}
+
 // The dialog on a FAILED payment: only the correction to SUCCESS is offered. Nothing is sent.
 int correctScreenshot(admin::MainWindow& window, const std::string& key, const QString& file) {
   window.showRecords();
   window.filterBar()->keyEdit()->setText(QString::fromStdString(key));
   window.filterBar()->applyNow();
-  if (!waitFor([&] { return window.recordsModel()->rowOfKey(key) >= 0; }, 10000) ||
-      !window.selectRecord(QString::fromStdString(key)) ||
-      !waitFor([&] { return window.settleAction()->isEnabled(); }, 10000)) {
-    std::cerr << "cannot select " << key << "\n";
-    return 1;
-  }
-  admin::SettleDialog* dialog = window.openSettleDialog();
+  admin::SettleDialog* dialog =
+      openSettleDialog(window, key, [&] { return window.recordsModel()->rowOfKey(key) >= 0; });
   if (dialog == nullptr || !dialog->isCorrection()) return 1;
   dialog->findChild<QPlainTextEdit*>(QStringLiteral("settleReason"))
       ->setPlainText(QStringLiteral("gateway statement line 2213: captured after the decline"));
   dialog->findChild<QLineEdit*>(QStringLiteral("settleGatewayRef"))
       ->setText(QStringLiteral("gw-2213-late"));
   if (!waitFor([&] { return !dialog->warnings().isEmpty(); }, 10000)) return 1;
-  waitFor([] { return false; }, 300);
-  if (!dialog->grab().save(file)) return 1;
-  std::cout << "wrote " << file.toStdString() << " (" << dialog->width() << "x" << dialog->height()
-            << ")\n";
-  dialog->reject();
-  return 0;
+  return saveAndClose(dialog, file);
 }
 
 int screenshot(const std::string& serverDsn, const std::string& database, const QString& file,

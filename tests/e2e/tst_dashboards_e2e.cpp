@@ -34,6 +34,7 @@
 #include "simulator.hpp"
 #include "template_vars.hpp"
 #include "test_database.hpp"
+#include "test_traffic.hpp"
 
 using namespace idem;
 using namespace idem::e2e;
@@ -75,15 +76,9 @@ constexpr double kRatioTolerance = 0.01;
 // without SUCCESS are always there between the rounds, the reconciler (idem.reconcile) and an
 // operator settling stuck records (schema v2's actor kinds). Runs until stopped.
 sim::SimulationConfig trafficConfig(const test::TestDatabase& db) {
-  sim::SimulationConfig c;
-  c.connection.dsn = db.dsn();
-  c.connection.source = "test";
-  c.agents = 4;
-  c.seed = 2024;
-  c.operations = 0;
+  sim::SimulationConfig c = test::testTraffic(db, 2024, "e2e", 0);
   c.operationsPerSecond = 40;
   c.bizTypes = {"payment", "refund", "coupon"};
-  c.runId = "e2e";
   c.responseLossRate = 0.05;
   c.crashRate = 0.02;
   c.lease = 1000ms;

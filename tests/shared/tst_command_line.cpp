@@ -134,35 +134,61 @@ class TestCommandLine : public QObject {
     QVERIFY(!flags.quiet);
   }
 
+  // One row a mistake: the arguments, whether prog takes one positional argument, and the one line
+  // it is refused with (empty: accepted).
+  void badFlagsNameTheProblem_data() {
+    QTest::addColumn<std::vector<std::string>>("args");
+    QTest::addColumn<bool>("positionals");
+    QTest::addColumn<QString>("message");
+    QTest::newRow("--agent=4") << std::vector<std::string>{"--agent=4"} << false
+                               << QStringLiteral("unknown flag --agent (see --help)");
+    QTest::newRow("-x") << std::vector<std::string>{"-x"} << false
+                        << QStringLiteral("unknown flag -x (see --help)");
+    QTest::newRow("--agents") << std::vector<std::string>{"--agents"} << false
+                              << QStringLiteral("--agents needs a value (N)");
+    QTest::newRow("--agents --quiet") << std::vector<std::string>{"--agents", "--quiet"} << false
+                                      << QStringLiteral("--agents needs a value (N)");
+    QTest::newRow("--agents=") << std::vector<std::string>{"--agents="} << false
+                               << QStringLiteral("--agents needs a value (N)");
+    QTest::newRow("--agents=four") << std::vector<std::string>{"--agents=four"} << false
+                                   << QStringLiteral("--agents must be a whole number, got 'four'");
+    QTest::newRow("--agents=11") << std::vector<std::string>{"--agents=11"} << false
+                                 << QStringLiteral("--agents must be between 1 and 10, got 11");
+    QTest::newRow("--rate=fast") << std::vector<std::string>{"--rate=fast"} << false
+                                 << QStringLiteral("--rate must be a number, got 'fast'");
+    QTest::newRow("--rate=2") << std::vector<std::string>{"--rate=2"} << false
+                              << QStringLiteral("--rate must be between 0 and 1, got 2");
+    QTest::newRow("--window=5 minutes")
+        << std::vector<std::string>{"--window=5 minutes"} << false
+        << QStringLiteral(
+               "--window must be a duration such as 500ms, 5s, 1m or 24h, got '5 minutes'");
+    QTest::newRow("--window=10ms") << std::vector<std::string>{"--window=10ms"} << false
+                                   << QStringLiteral("--window must be at least 1s, got 10ms");
+    QTest::newRow("--biz-types=a,,b")
+        << std::vector<std::string>{"--biz-types=a,,b"} << false
+        << QStringLiteral("--biz-types must be a list without an empty item, got 'a,,b'");
+    QTest::newRow("--mode=medium") << std::vector<std::string>{"--mode=medium"} << false
+                                   << QStringLiteral("--mode must be fast or slow, got 'medium'");
+    QTest::newRow("--quiet=yes") << std::vector<std::string>{"--quiet=yes"} << false
+                                 << QStringLiteral("--quiet takes no value");
+    QTest::newRow("--quiet=true") << std::vector<std::string>{"--quiet=true"} << false
+                                  << QStringLiteral("--quiet takes no value");
+    QTest::newRow("--agents=1 --agents=2") << std::vector<std::string>{"--agents=1", "--agents=2"}
+                                           << false << QStringLiteral("--agents is given twice");
+    QTest::newRow("--quiet --quiet") << std::vector<std::string>{"--quiet", "--quiet"} << false
+                                     << QStringLiteral("--quiet is given twice");
+    QTest::newRow("stray") << std::vector<std::string>{"stray"} << false
+                           << QStringLiteral("unexpected argument 'stray'");
+    QTest::newRow("one two (positional)") << std::vector<std::string>{"one", "two"} << true
+                                          << QStringLiteral("unexpected argument 'two'");
+    QTest::newRow("one (positional)") << std::vector<std::string>{"one"} << true << QString();
+    QTest::newRow("--agents=2") << std::vector<std::string>{"--agents=2"} << false << QString();
+  }
   void badFlagsNameTheProblem() {
-    QCOMPARE(usageError({"--agent=4"}), QStringLiteral("unknown flag --agent (see --help)"));
-    QCOMPARE(usageError({"-x"}), QStringLiteral("unknown flag -x (see --help)"));
-    QCOMPARE(usageError({"--agents"}), QStringLiteral("--agents needs a value (N)"));
-    QCOMPARE(usageError({"--agents", "--quiet"}), QStringLiteral("--agents needs a value (N)"));
-    QCOMPARE(usageError({"--agents="}), QStringLiteral("--agents needs a value (N)"));
-    QCOMPARE(usageError({"--agents=four"}),
-             QStringLiteral("--agents must be a whole number, got 'four'"));
-    QCOMPARE(usageError({"--agents=11"}),
-             QStringLiteral("--agents must be between 1 and 10, got 11"));
-    QCOMPARE(usageError({"--rate=fast"}), QStringLiteral("--rate must be a number, got 'fast'"));
-    QCOMPARE(usageError({"--rate=2"}), QStringLiteral("--rate must be between 0 and 1, got 2"));
-    QCOMPARE(usageError({"--window=5 minutes"}),
-             QStringLiteral(
-                 "--window must be a duration such as 500ms, 5s, 1m or 24h, got '5 minutes'"));
-    QCOMPARE(usageError({"--window=10ms"}),
-             QStringLiteral("--window must be at least 1s, got 10ms"));
-    QCOMPARE(usageError({"--biz-types=a,,b"}),
-             QStringLiteral("--biz-types must be a list without an empty item, got 'a,,b'"));
-    QCOMPARE(usageError({"--mode=medium"}),
-             QStringLiteral("--mode must be fast or slow, got 'medium'"));
-    QCOMPARE(usageError({"--quiet=yes"}), QStringLiteral("--quiet takes no value"));
-    QCOMPARE(usageError({"--quiet=true"}), QStringLiteral("--quiet takes no value"));
-    QCOMPARE(usageError({"--agents=1", "--agents=2"}), QStringLiteral("--agents is given twice"));
-    QCOMPARE(usageError({"--quiet", "--quiet"}), QStringLiteral("--quiet is given twice"));
-    QCOMPARE(usageError({"stray"}), QStringLiteral("unexpected argument 'stray'"));
-    QCOMPARE(usageError({"one", "two"}, true), QStringLiteral("unexpected argument 'two'"));
-    QCOMPARE(usageError({"one"}, true), QString());
-    QCOMPARE(usageError({"--agents=2"}), QString());
+    QFETCH(std::vector<std::string>, args);
+    QFETCH(bool, positionals);
+    QFETCH(QString, message);
+    QCOMPARE(usageError(args, positionals), message);
   }
 
   void helpIsGeneratedFromTheDeclarations() {

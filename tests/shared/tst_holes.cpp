@@ -13,13 +13,13 @@ using namespace idem;
 
 namespace {
 
+// The issue's payment: 29.90 CNY.
+constexpr const char* kPayment = R"({"amount_minor": 2990, "currency": "CNY"})";
+
 BeginRequest request(const std::string& key, const std::string& bizId,
                      TriggerSource source = TriggerSource::Initial,
-                     const std::string& payload = R"({"amount_minor": 2990, "currency": "CNY"})") {
-  BeginRequest r = test::payRequest(key, bizId);
-  r.source = source;
-  r.requestPayload = payload;
-  return r;
+                     const std::string& payload = kPayment) {
+  return test::payRequestFrom(key, bizId, source, payload);
 }
 
 // A login role's connection and protocol client.
@@ -29,17 +29,7 @@ struct As {
   pqxx::connection connection;
   ProtocolClient client;
 
-  std::string sqlstateOf(const std::string& sql) {
-    try {
-      translatingErrors("as role", [&] {
-        pqxx::nontransaction tx(connection);
-        tx.exec(sql);
-      });
-      return "";
-    } catch (const DatabaseError& e) {
-      return e.sqlstate();
-    }
-  }
+  std::string sqlstateOf(const std::string& sql) { return test::sqlstateOf(connection, sql); }
   std::string firstField(const std::string& sql) {
     pqxx::nontransaction tx(connection);
     const auto r = tx.exec(sql);
@@ -75,13 +65,7 @@ class TestHoles : public QObject {
     writer2_ = db_->createLoginRole("agent_b", "idem_writer");
     operator_ = db_->createLoginRole("olga", "idem_operator");
   }
-  void cleanupTestCase() {
-    db_.reset();
-    pqxx::connection c(test::TestDatabase::serverDsn());
-    pqxx::nontransaction tx(c);
-    for (const auto& role : {writer_, writer2_, operator_})
-      tx.exec("DROP ROLE IF EXISTS " + tx.quote_name(role));
-  }
+  void cleanupTestCase() { db_.reset(); }
 
   // Hole 1: after expire_leases, fail('pay-7', 2, NULL) returned ok and the next begin executed
   // although a DEBIT for the order was recorded.

@@ -18,9 +18,7 @@ namespace {
 BeginRequest request(const std::string& key, const std::string& bizId,
                      TriggerSource source = TriggerSource::Initial,
                      const std::string& payload = R"({"amount": 2990, "currency": "CNY"})") {
-  BeginRequest r = test::payRequest(key, bizId);
-  r.source = source;
-  r.requestPayload = payload;
+  BeginRequest r = test::payRequestFrom(key, bizId, source, payload);
   r.agentId = "agent-1";
   r.traceId = "trace-" + key;
   return r;
@@ -53,6 +51,18 @@ class TestProtocol : public QObject {
                                " did not execute: " + std::string(format(b.outcome)));
     }
     return *b.claimToken;
+  }
+  // A record settled at version 2 takes no answer: the claimant's three, settle FAILED and resolve
+  // to `resolveTo` are each invalid_transition.
+  void expectEveryAnswerRefused(const std::string& key, const std::string& token,
+                                RecordStatus resolveTo) {
+    QCOMPARE(client_->complete(key, 2, "{}", token).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->fail(key, 2, "x", token).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->markUnknown(key, 2, "x", token).result, ResultCode::InvalidTransition);
+    QCOMPARE(client_->settle(key, 2, RecordStatus::Failed, "reason", std::nullopt).result,
+             ResultCode::InvalidTransition);
+    QCOMPARE(client_->resolve(key, 2, resolveTo, "reason", R"({"e": 1})").result,
+             ResultCode::InvalidTransition);
   }
   // A PROCESSING record whose lease has ended (the operator and the reconciler may decide it).
   std::string claimExpired(const std::string& key, const std::string& bizId) {
@@ -417,23 +427,12 @@ class TestProtocol : public QObject {
     ChangeResult r = client_->complete("s", 2, "{}", ts);
     QCOMPARE(r.result, ResultCode::InvalidTransition);
     QCOMPARE(r.status, std::optional(RecordStatus::Success));
-    QCOMPARE(client_->fail("s", 2, "x", ts).result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->markUnknown("s", 2, "x", ts).result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->settle("s", 2, RecordStatus::Failed, "reason", std::nullopt).result,
-             ResultCode::InvalidTransition);
-    QCOMPARE(client_->resolve("s", 2, RecordStatus::Failed, "reason", R"({"e": 1})").result,
-             ResultCode::InvalidTransition);
+    expectEveryAnswerRefused("s", ts, RecordStatus::Failed);
     QCOMPARE(recordRow("s"), before);
 
     const std::string tf = claim(request("f", "of"));
     QVERIFY(client_->fail("f", 1, "x", tf, true).ok());
-    QCOMPARE(client_->complete("f", 2, "{}", tf).result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->markUnknown("f", 2, "x", tf).result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->fail("f", 2, "x", tf).result, ResultCode::InvalidTransition);
-    QCOMPARE(client_->settle("f", 2, RecordStatus::Failed, "reason", std::nullopt).result,
-             ResultCode::InvalidTransition);
-    QCOMPARE(client_->resolve("f", 2, RecordStatus::Success, "reason", R"({"e": 1})").result,
-             ResultCode::InvalidTransition);
+    expectEveryAnswerRefused("f", tf, RecordStatus::Success);
 
     // v2: nobody but evidence or a person declares an uncertain outcome failed.
     const std::string tu = claim(request("u", "ou"));

@@ -20,12 +20,34 @@ class TestRoles : public QObject {
   // The SQLSTATE of running sql as user (empty when it succeeds).
   std::string attempt(const std::string& user, const std::string& sql) {
     pqxx::connection c(db_->dsnAs(user));
+    return test::sqlstateOf(c, sql);
+  }
+  // A record's latest change as the history tells it, and the status it left.
+  struct Change {
+    std::string actor, actorKind, status;
+  };
+  Change lastChange(const std::string& key) {
+    pqxx::connection c(db_->dsn());
     pqxx::nontransaction tx(c);
-    try {
-      translatingErrors("as role", [&] { tx.exec(sql); });
-      return "";
-    } catch (const DatabaseError& e) {
-      return e.sqlstate();
+    const pqxx::row r = tx.exec_params1(
+        "SELECT actor, actor_kind, status FROM idem.transitions JOIN idem.records USING "
+        "(idempotency_key) WHERE idempotency_key = $1 ORDER BY id DESC LIMIT 1",
+        key);
+    return {r[0].c_str(), r[1].c_str(), r[2].c_str()};
+  }
+  // Each statement as user, in order, runs (no SQLSTATE) or is refused for want of a privilege.
+  void expectAllowed(const std::string& user, std::initializer_list<std::string> statements) {
+    expect(user, statements, "");
+  }
+  void expectDenied(const std::string& user, std::initializer_list<std::string> statements) {
+    expect(user, statements, "42501");
+  }
+  void expect(const std::string& user, std::initializer_list<std::string> statements,
+              const std::string& sqlstate) {
+    for (const std::string& sql : statements) {
+      const std::string got = attempt(user, sql);
+      QVERIFY2(got == sqlstate,
+               (sql + ": got SQLSTATE '" + got + "', want '" + sqlstate + "'").c_str());
     }
   }
 
@@ -52,68 +74,39 @@ class TestRoles : public QObject {
   }
 
   void writerCallsTheProtocolButTouchesNoTable() {
-    QCOMPARE(
-        attempt(writer_,
-                "SELECT * FROM idem.begin('w1', 'payment', 'ow', 'pay', NULL, 'initial', '{}')"),
-        std::string());
-    QCOMPARE(attempt(writer_, "SELECT * FROM idem.complete('w1', 1, '{}', gen_random_uuid())"),
-             std::string());
-    QCOMPARE(attempt(writer_, "SELECT * FROM idem.fail('w1', 1, 'x', gen_random_uuid(), false)"),
-             std::string());
-    QCOMPARE(attempt(writer_, "SELECT * FROM idem.mark_unknown('w1', 1, 'x', gen_random_uuid())"),
-             std::string());
-    QCOMPARE(
-        attempt(writer_,
-                "SELECT * FROM idem.record_fund_flow('payment', 'ow', 'DEBIT', 1, 'CNY', 'gw-w')"),
-        std::string());
-    QCOMPARE(attempt(writer_, "SELECT idem.expire_leases()"), std::string());
-    const std::string denied = "42501";
-    QCOMPARE(attempt(writer_, "SELECT * FROM idem.settle('k1', 2, 'SUCCESS', 'writer cannot')"),
-             denied);
-    QCOMPARE(attempt(writer_, "SELECT count(*) FROM idem.records"), denied);
-    QCOMPARE(
-        attempt(
-            writer_,
-            "INSERT INTO idem.attempts (idempotency_key, biz_type, biz_id, tool, trigger_source, "
-            "outcome, request_hash) VALUES ('x','p','o','t','initial','executed','h')"),
-        denied);
-    QCOMPARE(
-        attempt(writer_, "UPDATE idem.records SET status = 'SUCCESS' WHERE idempotency_key = 'k1'"),
-        denied);
-    QCOMPARE(attempt(writer_, "DELETE FROM idem.fund_flows"), denied);
-    QCOMPARE(attempt(writer_, "SELECT * FROM idem.purge('1 day')"), denied);
-    QCOMPARE(
-        attempt(writer_,
-                "SELECT * FROM idem.resolve('k1', 2, 'SUCCESS', 'writer cannot', '{\"e\": 1}')"),
-        denied);
-    QCOMPARE(attempt(writer_, "SELECT idem.reconcile()"), denied);
-    QCOMPARE(attempt(writer_, "SELECT money_moved FROM idem.money_position"), denied);
-    QCOMPARE(attempt(writer_, "SELECT idem.act('operator', 'forged', '')"), denied);
+    expectAllowed(
+        writer_, {"SELECT * FROM idem.begin('w1', 'payment', 'ow', 'pay', NULL, 'initial', '{}')",
+                  "SELECT * FROM idem.complete('w1', 1, '{}', gen_random_uuid())",
+                  "SELECT * FROM idem.fail('w1', 1, 'x', gen_random_uuid(), false)",
+                  "SELECT * FROM idem.mark_unknown('w1', 1, 'x', gen_random_uuid())",
+                  "SELECT * FROM idem.record_fund_flow('payment', 'ow', 'DEBIT', 1, 'CNY', 'gw-w')",
+                  "SELECT idem.expire_leases()"});
+    expectDenied(
+        writer_,
+        {"SELECT * FROM idem.settle('k1', 2, 'SUCCESS', 'writer cannot')",
+         "SELECT count(*) FROM idem.records",
+         "INSERT INTO idem.attempts (idempotency_key, biz_type, biz_id, tool, trigger_source, "
+         "outcome, request_hash) VALUES ('x','p','o','t','initial','executed','h')",
+         "UPDATE idem.records SET status = 'SUCCESS' WHERE idempotency_key = 'k1'",
+         "DELETE FROM idem.fund_flows", "SELECT * FROM idem.purge('1 day')",
+         "SELECT * FROM idem.resolve('k1', 2, 'SUCCESS', 'writer cannot', '{\"e\": 1}')",
+         "SELECT idem.reconcile()", "SELECT money_moved FROM idem.money_position",
+         "SELECT idem.act('operator', 'forged', '')"});
   }
 
   void readerReadsEverythingAndWritesNothing() {
     for (const char* table :
          {"records", "attempts", "transitions", "fund_flows", "retired_keys", "money_position"}) {
-      QCOMPARE(attempt(reader_, std::string("SELECT count(*) FROM idem.") + table), std::string());
+      expectAllowed(reader_, {std::string("SELECT count(*) FROM idem.") + table});
     }
-    QCOMPARE(
-        attempt(reader_,
-                "SELECT * FROM idem.resolve('k1', 2, 'SUCCESS', 'reader cannot', '{\"e\": 1}')"),
-        std::string("42501"));
-    QCOMPARE(attempt(reader_, "SELECT idem.expire_leases()"), std::string("42501"));
-    const std::string denied = "42501";
-    QCOMPARE(
-        attempt(reader_,
-                "SELECT * FROM idem.begin('r1', 'payment', 'or', 'pay', NULL, 'initial', '{}')"),
-        denied);
-    QCOMPARE(attempt(reader_, "SELECT * FROM idem.settle('k1', 2, 'SUCCESS', 'reader cannot')"),
-             denied);
-    QCOMPARE(attempt(reader_, "UPDATE idem.records SET last_error = 'x'"), denied);
-    QCOMPARE(attempt(reader_, "DELETE FROM idem.attempts"), denied);
-    QCOMPARE(attempt(reader_,
-                     "INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, "
-                     "external_ref) VALUES ('p','o','DEBIT',1,'CNY','x')"),
-             denied);
+    expectDenied(reader_,
+                 {"SELECT * FROM idem.resolve('k1', 2, 'SUCCESS', 'reader cannot', '{\"e\": 1}')",
+                  "SELECT idem.expire_leases()",
+                  "SELECT * FROM idem.begin('r1', 'payment', 'or', 'pay', NULL, 'initial', '{}')",
+                  "SELECT * FROM idem.settle('k1', 2, 'SUCCESS', 'reader cannot')",
+                  "UPDATE idem.records SET last_error = 'x'", "DELETE FROM idem.attempts",
+                  "INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, "
+                  "external_ref) VALUES ('p','o','DEBIT',1,'CNY','x')"});
   }
 
   // The schema's named conditions (sql/010) are the readers' to call, and the writer's not: the
@@ -125,83 +118,54 @@ class TestRoles : public QObject {
         "lease_expires_at)";
     const std::string machine = "SELECT idem.transition_allowed(NULL, 'PROCESSING', 'system')";
     for (const auto& role : {reader_, operator_, reconciler_}) {
-      QCOMPARE(attempt(role, stuck), std::string());
-      QCOMPARE(attempt(role, machine), std::string());
+      expectAllowed(role, {stuck, machine});
     }
-    QCOMPARE(attempt(writer_, machine), std::string("42501"));
-    QCOMPARE(attempt(stranger_, "SELECT idem.is_stuck('UNKNOWN', now())"), std::string("42501"));
+    expectDenied(writer_, {machine});
+    expectDenied(stranger_, {"SELECT idem.is_stuck('UNKNOWN', now())"});
   }
 
   void operatorReadsAndSettlesButNeverUpdatesDirectly() {
-    const std::string denied = "42501";
-    QCOMPARE(attempt(operator_, "SELECT count(*) FROM idem.fund_flows"), std::string());
-    QCOMPARE(attempt(operator_,
-                     "UPDATE idem.records SET status = 'SUCCESS' WHERE idempotency_key = 'k1'"),
-             denied);
-    QCOMPARE(attempt(operator_, "DELETE FROM idem.records WHERE idempotency_key = 'k1'"), denied);
-    QCOMPARE(attempt(operator_, "DELETE FROM idem.transitions"), denied);
-    QCOMPARE(attempt(operator_, "SELECT * FROM idem.complete('k1', 2, '{}', gen_random_uuid())"),
-             denied);
-    QCOMPARE(attempt(operator_,
-                     "SELECT * FROM idem.resolve('k1', 2, 'SUCCESS', 'operator resolves not', "
-                     "'{\"e\": 1}')"),
-             denied);
-    QCOMPARE(attempt(operator_, "SELECT idem.reconcile()"), denied);
-    QCOMPARE(attempt(operator_,
-                     "SELECT money_moved FROM idem.money_position WHERE biz_type = 'payment' AND "
-                     "biz_id = 'o1'"),
-             std::string());
-    QCOMPARE(attempt(operator_,
-                     "SELECT * FROM idem.settle('k1', 2, 'SUCCESS', 'statement shows the charge')"),
-             std::string());
+    expectAllowed(operator_, {"SELECT count(*) FROM idem.fund_flows"});
+    expectDenied(
+        operator_,
+        {"UPDATE idem.records SET status = 'SUCCESS' WHERE idempotency_key = 'k1'",
+         "DELETE FROM idem.records WHERE idempotency_key = 'k1'", "DELETE FROM idem.transitions",
+         "SELECT * FROM idem.complete('k1', 2, '{}', gen_random_uuid())",
+         "SELECT * FROM idem.resolve('k1', 2, 'SUCCESS', 'operator resolves not', '{\"e\": 1}')",
+         "SELECT idem.reconcile()"});
+    expectAllowed(
+        operator_,
+        {"SELECT money_moved FROM idem.money_position WHERE biz_type = 'payment' AND biz_id = 'o1'",
+         "SELECT * FROM idem.settle('k1', 2, 'SUCCESS', 'statement shows the charge')"});
     // The history names the person, not the function's owner.
-    pqxx::connection c(db_->dsn());
-    pqxx::nontransaction tx(c);
-    const auto r = tx.exec(
-        "SELECT actor, actor_kind FROM idem.transitions WHERE idempotency_key = 'k1' ORDER BY id "
-        "DESC LIMIT 1");
-    QCOMPARE(std::string(r[0][0].c_str()), operator_);
-    QCOMPARE(std::string(r[0][1].c_str()), std::string("operator"));
+    const Change settled = lastChange("k1");
+    QCOMPARE(settled.actor, operator_);
+    QCOMPARE(settled.actorKind, std::string("operator"));
   }
 
   void reconcilerReadsResolvesAndReconcilesOnly() {
-    const std::string denied = "42501";
     {
       auto c = db_->connect();
       ProtocolClient p(*c);
       const BeginResult b = p.begin(test::payRequest("k2", "o2"));
       QVERIFY(p.markUnknown("k2", 1, "timeout", *b.claimToken).ok());
     }
-    QCOMPARE(attempt(reconciler_, "SELECT count(*) FROM idem.records"), std::string());
-    QCOMPARE(attempt(reconciler_, "SELECT count(*) FROM idem.money_position"), std::string());
-    QCOMPARE(attempt(reconciler_, "SELECT idem.reconcile()"), std::string());
-    QCOMPARE(attempt(reconciler_, "SELECT idem.expire_leases()"), std::string());
-    QCOMPARE(attempt(reconciler_,
-                     "SELECT * FROM idem.resolve('k2', 2, 'FAILED', 'gateway: no such payment', "
-                     "'{\"lookup\": \"none\"}')"),
-             std::string());
-    QCOMPARE(attempt(reconciler_,
-                     "SELECT * FROM idem.settle('k2', 3, 'SUCCESS', 'reconciler settles not')"),
-             denied);
-    QCOMPARE(
-        attempt(reconciler_,
-                "SELECT * FROM idem.begin('x1', 'payment', 'ox', 'pay', NULL, 'initial', '{}')"),
-        denied);
-    QCOMPARE(attempt(reconciler_, "SELECT * FROM idem.complete('k2', 3, '{}', gen_random_uuid())"),
-             denied);
-    QCOMPARE(attempt(reconciler_, "SELECT * FROM idem.purge('1 day')"), denied);
-    QCOMPARE(attempt(reconciler_,
-                     "UPDATE idem.records SET status = 'SUCCESS' WHERE idempotency_key = 'k2'"),
-             denied);
-    QCOMPARE(attempt(reconciler_, "DELETE FROM idem.retired_keys"), denied);
-    pqxx::connection c(db_->dsn());
-    pqxx::nontransaction tx(c);
-    const auto r = tx.exec(
-        "SELECT actor, actor_kind, status FROM idem.transitions JOIN idem.records USING "
-        "(idempotency_key) WHERE idempotency_key = 'k2' ORDER BY id DESC LIMIT 1");
-    QCOMPARE(std::string(r[0][0].c_str()), reconciler_);
-    QCOMPARE(std::string(r[0][1].c_str()), std::string("reconciler"));
-    QCOMPARE(std::string(r[0][2].c_str()), std::string("FAILED"));
+    expectAllowed(reconciler_,
+                  {"SELECT count(*) FROM idem.records", "SELECT count(*) FROM idem.money_position",
+                   "SELECT idem.reconcile()", "SELECT idem.expire_leases()",
+                   "SELECT * FROM idem.resolve('k2', 2, 'FAILED', 'gateway: no such payment', "
+                   "'{\"lookup\": \"none\"}')"});
+    expectDenied(reconciler_,
+                 {"SELECT * FROM idem.settle('k2', 3, 'SUCCESS', 'reconciler settles not')",
+                  "SELECT * FROM idem.begin('x1', 'payment', 'ox', 'pay', NULL, 'initial', '{}')",
+                  "SELECT * FROM idem.complete('k2', 3, '{}', gen_random_uuid())",
+                  "SELECT * FROM idem.purge('1 day')",
+                  "UPDATE idem.records SET status = 'SUCCESS' WHERE idempotency_key = 'k2'",
+                  "DELETE FROM idem.retired_keys"});
+    const Change resolved = lastChange("k2");
+    QCOMPARE(resolved.actor, reconciler_);
+    QCOMPARE(resolved.actorKind, std::string("reconciler"));
+    QCOMPARE(resolved.status, std::string("FAILED"));
   }
 
   // The owner is idem_owner for every object of the schema; SECURITY DEFINER functions run as it.
@@ -209,15 +173,14 @@ class TestRoles : public QObject {
     QCOMPARE(db_->scalar("SELECT count(*) FROM pg_namespace WHERE nspname = 'idem' AND nspowner <> "
                          "'idem_owner'::regrole"),
              0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM pg_class WHERE relnamespace = 'idem'::regnamespace "
-                         "AND relowner <> 'idem_owner'::regrole"),
-             0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM pg_proc WHERE pronamespace = 'idem'::regnamespace "
-                         "AND proowner <> 'idem_owner'::regrole"),
-             0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM pg_type WHERE typnamespace = 'idem'::regnamespace "
-                         "AND typowner <> 'idem_owner'::regrole"),
-             0LL);
+    // Each catalog names its columns with its own prefix: relnamespace, proowner, typowner.
+    for (const auto& [catalog, prefix] :
+         {std::pair{"pg_class", "rel"}, std::pair{"pg_proc", "pro"}, std::pair{"pg_type", "typ"}}) {
+      QCOMPARE(db_->scalar(std::string("SELECT count(*) FROM ") + catalog + " WHERE " + prefix +
+                           "namespace = 'idem'::regnamespace AND " + prefix +
+                           "owner <> 'idem_owner'::regrole"),
+               0LL);
+    }
     QVERIFY(db_->scalar("SELECT count(*) FROM pg_proc WHERE pronamespace = 'idem'::regnamespace "
                         "AND prosecdef") >= 9);
   }
@@ -281,25 +244,14 @@ class TestRoles : public QObject {
   }
 
   void nobodyElseGetsIn() {
-    const std::string denied = "42501";
-    QCOMPARE(attempt(stranger_, "SELECT count(*) FROM idem.records"), denied);
-    QCOMPARE(
-        attempt(stranger_,
-                "SELECT * FROM idem.begin('s1', 'payment', 'os', 'pay', NULL, 'initial', '{}')"),
-        denied);
-    QCOMPARE(attempt(stranger_, "SELECT idem.expire_leases()"), denied);
-    QCOMPARE(attempt(stranger_, "SELECT idem.reconcile()"), denied);
-    QCOMPARE(attempt(stranger_, "SELECT idem.purge_retired('1 day')"), denied);
-    QCOMPARE(attempt(stranger_, "SELECT * FROM idem.money_position"), denied);
+    expectDenied(stranger_,
+                 {"SELECT count(*) FROM idem.records",
+                  "SELECT * FROM idem.begin('s1', 'payment', 'os', 'pay', NULL, 'initial', '{}')",
+                  "SELECT idem.expire_leases()", "SELECT idem.reconcile()",
+                  "SELECT idem.purge_retired('1 day')", "SELECT * FROM idem.money_position"});
   }
 
-  void cleanupTestCase() {
-    db_.reset();
-    pqxx::connection c(test::TestDatabase::serverDsn());
-    pqxx::nontransaction tx(c);
-    for (const auto& role : {writer_, reader_, operator_, reconciler_, stranger_})
-      tx.exec("DROP ROLE IF EXISTS " + tx.quote_name(role));
-  }
+  void cleanupTestCase() { db_.reset(); }
 };
 
 QTEST_GUILESS_MAIN(TestRoles)

@@ -4,10 +4,12 @@
 // UPDATE of a status refused for every role (42501), and for the owner by the trigger unless the
 // table allows it.
 #include <QtTest>
+#include <set>
 
 #include "idem/database_error.hpp"
 #include "idem/protocol_client.hpp"
 #include "test_database.hpp"
+#include "test_requests.hpp"
 
 using namespace idem;
 
@@ -19,22 +21,20 @@ constexpr State kStates[] = {State::Processing, State::ProcessingExpired, State:
                              State::Success,    State::FailedFinal,       State::FailedRetryable};
 
 const char* name(State s) {
-  switch (s) {
-    case State::Processing:
-      return "PROCESSING";
-    case State::ProcessingExpired:
-      return "PROCESSING-past-lease";
-    case State::Unknown:
-      return "UNKNOWN";
-    case State::Success:
-      return "SUCCESS";
-    case State::FailedFinal:
-      return "FAILED-final";
-    case State::FailedRetryable:
-      return "FAILED-retryable";
-  }
-  return "?";
+  constexpr const char* kNames[] = {"PROCESSING", "PROCESSING-past-lease", "UNKNOWN",
+                                    "SUCCESS",    "FAILED-final",          "FAILED-retryable"};
+  static_assert(std::size(kNames) == std::size(kStates));
+  return kNames[static_cast<std::size_t>(s)];
 }
+
+// The calls several roles are checked on (see TestStateMachine::bind for the $ names).
+constexpr const char* kComplete = "SELECT result FROM idem.complete($key, $version, '{}', $token)";
+constexpr const char* kFail = "SELECT result FROM idem.fail($key, $version, 'x', $token)";
+constexpr const char* kSettle = "SELECT result FROM idem.settle($key, $version, 'SUCCESS', 'r')";
+constexpr const char* kResolve =
+    "SELECT result FROM idem.resolve($key, $version, 'SUCCESS', 'r', '{\"e\": 1}')";
+constexpr const char* kReconcile = "SELECT idem.reconcile()";
+constexpr const char* kInv = "invalid_transition";
 
 struct Made {
   std::string key;
@@ -71,14 +71,10 @@ class TestStateMachine : public QObject {
     ProtocolClient p(*owner_);
     Made m;
     m.key = "sm-" + std::to_string(++serial_);
-    BeginRequest r;
-    r.key = m.key;
-    r.bizType = "payment";
-    r.bizId = "order-" + m.key;
-    r.tool = "pay";
-    r.lease = s == State::Processing ? std::chrono::milliseconds(3'600'000)
-                                     : std::chrono::milliseconds(1);
-    const BeginResult b = p.begin(r);
+    const BeginResult b =
+        p.begin(test::payRequest(m.key, "order-" + m.key, "payment",
+                                 s == State::Processing ? std::chrono::milliseconds(3'600'000)
+                                                        : std::chrono::milliseconds(1)));
     m.token = b.claimToken.value();
     m.version = 1;
     switch (s) {
@@ -121,11 +117,28 @@ class TestStateMachine : public QObject {
     }
   }
 
+  // A call as SQL on a record: $key, $bizId and $token stand for the record's (quoted), $version
+  // for its version and $stale for the next one.
   struct Call {
     const char* label;
-    std::string (*sql)(const Made&);
+    const char* sql;
     std::map<State, std::string> expected;  // result code per state
   };
+
+  static std::string bind(std::string sql, const Made& m) {
+    const std::pair<const char*, std::string> values[] = {
+        {"$key", "'" + m.key + "'"},
+        {"$bizId", "'order-" + m.key + "'"},
+        {"$token", "'" + m.token + "'"},
+        {"$version", std::to_string(m.version)},
+        {"$stale", std::to_string(m.version + 1)}};
+    for (const auto& [name, value] : values) {
+      for (auto at = sql.find(name); at != std::string::npos;
+           at = sql.find(name, at + value.size()))
+        sql.replace(at, std::string_view(name).size(), value);
+    }
+    return sql;
+  }
 
   // Every call of `calls` as `group` on a fresh record in every state.
   void check(const std::string& group, const std::vector<Call>& calls) {
@@ -134,7 +147,7 @@ class TestStateMachine : public QObject {
       for (State s : kStates) {
         const Made m = make(s);
         const std::string before = row(m.key);
-        const std::string got = callAs(group, call.sql(m));
+        const std::string got = callAs(group, bind(call.sql, m));
         const std::string& want = call.expected.at(s);
         if (got != want) {
           wrong.push_back(group + " " + call.label + " on " + name(s) + ": got " + got + ", want " +
@@ -161,6 +174,17 @@ class TestStateMachine : public QObject {
     for (State s : kStates) out[s] = code;
     return out;
   }
+  // The result codes in kStates' order: PROCESSING, past its lease, UNKNOWN, SUCCESS, FAILED
+  // final, FAILED retryable.
+  static std::map<State, std::string> byState(const std::vector<std::string>& codes) {
+    std::map<State, std::string> out;
+    for (std::size_t i = 0; i < std::size(kStates); ++i) out[kStates[i]] = codes.at(i);
+    return out;
+  }
+  // settle FAILED and resolve: refused while the lease is live, and on a settled record.
+  static std::map<State, std::string> pastTheLeaseOrUnknown() {
+    return byState({"lease_active", "ok", "ok", kInv, kInv, kInv});
+  }
 
  private slots:
   void initTestCase() {
@@ -173,222 +197,77 @@ class TestStateMachine : public QObject {
   void cleanupTestCase() {
     owner_.reset();
     db_.reset();
-    pqxx::connection c(test::TestDatabase::serverDsn());
-    pqxx::nontransaction tx(c);
-    for (const auto& [group, login] : login_)
-      tx.exec("DROP ROLE IF EXISTS " + tx.quote_name(login));
   }
 
   // The claimant's answers, with its token. UNKNOWN -> FAILED is gone in v2.
   void writerAnswersAsTheClaimantOnly() {
-    const std::string inv = "invalid_transition";
-    check("idem_writer",
-          {
-              {"complete",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.complete('" + m.key + "', " +
-                        std::to_string(m.version) + ", '{}', '" + m.token + "')";
-               },
-               {{State::Processing, "ok"},
-                {State::ProcessingExpired, "ok"},
-                {State::Unknown, "ok"},
-                {State::Success, inv},
-                {State::FailedFinal, inv},
-                {State::FailedRetryable, inv}}},
-              {"fail",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.fail('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'x', '" + m.token + "')";
-               },
-               {{State::Processing, "ok"},
-                {State::ProcessingExpired, "ok"},
-                {State::Unknown, inv},
-                {State::Success, inv},
-                {State::FailedFinal, inv},
-                {State::FailedRetryable, inv}}},
-              {"fail retry_allowed",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.fail('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'x', '" + m.token + "', true)";
-               },
-               {{State::Processing, "ok"},
-                {State::ProcessingExpired, "ok"},
-                {State::Unknown, inv},
-                {State::Success, inv},
-                {State::FailedFinal, inv},
-                {State::FailedRetryable, inv}}},
-              {"mark_unknown",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.mark_unknown('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'x', '" + m.token + "')";
-               },
-               {{State::Processing, "ok"},
-                {State::ProcessingExpired, "ok"},
-                {State::Unknown, inv},
-                {State::Success, inv},
-                {State::FailedFinal, inv},
-                {State::FailedRetryable, inv}}},
-              {"complete without the token",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.complete('" + m.key + "', " +
-                        std::to_string(m.version) + ", '{}', gen_random_uuid())";
-               },
-               all("not_claimant")},
-              {"fail without the token",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.fail('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'x', NULL, true)";
-               },
-               all("not_claimant")},
-              {"complete with a stale version",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.complete('" + m.key + "', " +
-                        std::to_string(m.version + 1) + ", '{}', '" + m.token + "')";
-               },
-               all("conflict")},
-              {"settle",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.settle('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'SUCCESS', 'r')";
-               },
-               all("42501")},
-              {"resolve",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.resolve('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'SUCCESS', 'r', '{\"e\": 1}')";
-               },
-               all("42501")},
-              {"reconcile", [](const Made&) { return std::string("SELECT idem.reconcile()"); },
-               all("42501")},
-          });
+    const auto untilAnswered = byState({"ok", "ok", kInv, kInv, kInv, kInv});
+    check(
+        "idem_writer",
+        {
+            {"complete", kComplete, byState({"ok", "ok", "ok", kInv, kInv, kInv})},
+            {"fail", kFail, untilAnswered},
+            {"fail retry_allowed",
+             "SELECT result FROM idem.fail($key, $version, 'x', $token, true)", untilAnswered},
+            {"mark_unknown", "SELECT result FROM idem.mark_unknown($key, $version, 'x', $token)",
+             untilAnswered},
+            {"complete without the token",
+             "SELECT result FROM idem.complete($key, $version, '{}', gen_random_uuid())",
+             all("not_claimant")},
+            {"fail without the token",
+             "SELECT result FROM idem.fail($key, $version, 'x', NULL, true)", all("not_claimant")},
+            {"complete with a stale version",
+             "SELECT result FROM idem.complete($key, $stale, '{}', $token)", all("conflict")},
+            {"settle", kSettle, all("42501")},
+            {"resolve", kResolve, all("42501")},
+            {"reconcile", kReconcile, all("42501")},
+        });
   }
 
   // settle: past the lease only; FAILED -> SUCCESS is a correction; SUCCESS is final.
   void operatorSettlesOnlyWhatTheTableAllows() {
-    const std::string inv = "invalid_transition";
     check("idem_operator",
           {
               {"settle SUCCESS",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.settle('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'SUCCESS', 'statement line')";
-               },
-               {{State::Processing, "lease_active"},
-                {State::ProcessingExpired, "ok"},
-                {State::Unknown, "ok"},
-                {State::Success, inv},
-                {State::FailedFinal, "ok"},
-                {State::FailedRetryable, "ok"}}},
+               "SELECT result FROM idem.settle($key, $version, 'SUCCESS', 'statement line')",
+               byState({"lease_active", "ok", "ok", kInv, "ok", "ok"})},
               {"settle FAILED",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.settle('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'FAILED', 'no such payment')";
-               },
-               {{State::Processing, "lease_active"},
-                {State::ProcessingExpired, "ok"},
-                {State::Unknown, "ok"},
-                {State::Success, inv},
-                {State::FailedFinal, inv},
-                {State::FailedRetryable, inv}}},
+               "SELECT result FROM idem.settle($key, $version, 'FAILED', 'no such payment')",
+               pastTheLeaseOrUnknown()},
               {"settle stale version",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.settle('" + m.key + "', " +
-                        std::to_string(m.version + 1) + ", 'SUCCESS', 'stale')";
-               },
-               all("conflict")},
-              {"complete",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.complete('" + m.key + "', " +
-                        std::to_string(m.version) + ", '{}', '" + m.token + "')";
-               },
-               all("42501")},
-              {"resolve",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.resolve('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'SUCCESS', 'r', '{\"e\": 1}')";
-               },
-               all("42501")},
+               "SELECT result FROM idem.settle($key, $stale, 'SUCCESS', 'stale')", all("conflict")},
+              {"complete", kComplete, all("42501")},
+              {"resolve", kResolve, all("42501")},
               {"begin",
-               [](const Made& m) {
-                 return "SELECT outcome FROM idem.begin('" + m.key + "', 'payment', 'order-" +
-                        m.key + "', 'pay', NULL, 'initial', '{}')";
-               },
+               "SELECT outcome FROM idem.begin($key, 'payment', $bizId, 'pay', NULL, 'initial', "
+               "'{}')",
                all("42501")},
           });
   }
 
   // resolve: UNKNOWN or past the lease, never a FAILED or SUCCESS record.
   void reconcilerResolvesOnlyWhatTheTableAllows() {
-    const std::string inv = "invalid_transition";
     check("idem_reconciler",
           {
               {"resolve SUCCESS",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.resolve('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'SUCCESS', 'lookup', '{\"gw\": \"paid\"}')";
-               },
-               {{State::Processing, "lease_active"},
-                {State::ProcessingExpired, "ok"},
-                {State::Unknown, "ok"},
-                {State::Success, inv},
-                {State::FailedFinal, inv},
-                {State::FailedRetryable, inv}}},
+               "SELECT result FROM idem.resolve($key, $version, 'SUCCESS', 'lookup', '{\"gw\": "
+               "\"paid\"}')",
+               pastTheLeaseOrUnknown()},
               {"resolve FAILED",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.resolve('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'FAILED', 'lookup', '{\"gw\": \"none\"}')";
-               },
-               {{State::Processing, "lease_active"},
-                {State::ProcessingExpired, "ok"},
-                {State::Unknown, "ok"},
-                {State::Success, inv},
-                {State::FailedFinal, inv},
-                {State::FailedRetryable, inv}}},
-              {"settle",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.settle('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'SUCCESS', 'r')";
-               },
-               all("42501")},
-              {"complete",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.complete('" + m.key + "', " +
-                        std::to_string(m.version) + ", '{}', '" + m.token + "')";
-               },
-               all("42501")},
-              {"fail",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.fail('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'x', '" + m.token + "')";
-               },
-               all("42501")},
+               "SELECT result FROM idem.resolve($key, $version, 'FAILED', 'lookup', '{\"gw\": "
+               "\"none\"}')",
+               pastTheLeaseOrUnknown()},
+              {"settle", kSettle, all("42501")},
+              {"complete", kComplete, all("42501")},
+              {"fail", kFail, all("42501")},
           });
   }
 
   void readerChangesNothing() {
-    check("idem_reader",
-          {
-              {"complete",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.complete('" + m.key + "', " +
-                        std::to_string(m.version) + ", '{}', '" + m.token + "')";
-               },
-               all("42501")},
-              {"settle",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.settle('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'SUCCESS', 'r')";
-               },
-               all("42501")},
-              {"resolve",
-               [](const Made& m) {
-                 return "SELECT result FROM idem.resolve('" + m.key + "', " +
-                        std::to_string(m.version) + ", 'SUCCESS', 'r', '{\"e\": 1}')";
-               },
-               all("42501")},
-              {"reconcile", [](const Made&) { return std::string("SELECT idem.reconcile()"); },
-               all("42501")},
-          });
+    check("idem_reader", {{"complete", kComplete, all("42501")},
+                          {"settle", kSettle, all("42501")},
+                          {"resolve", kResolve, all("42501")},
+                          {"reconcile", kReconcile, all("42501")}});
   }
 
   // No role may UPDATE a record directly, to any status.
@@ -417,19 +296,12 @@ class TestStateMachine : public QObject {
   // The owner has the rights; the trigger still allows only the system's rows of the table to a
   // direct UPDATE (one that names no actor), and only under the row's conditions.
   void ownerDirectUpdatesMeetTheTrigger() {
-    const std::map<State, std::map<std::string, bool>> allowed{
-        {State::Processing,
-         {{"SUCCESS", true}, {"FAILED", true}, {"UNKNOWN", true}, {"PROCESSING", false}}},
-        {State::ProcessingExpired,
-         {{"SUCCESS", true}, {"FAILED", true}, {"UNKNOWN", true}, {"PROCESSING", false}}},
-        {State::Unknown,
-         {{"SUCCESS", true}, {"FAILED", false}, {"UNKNOWN", false}, {"PROCESSING", false}}},
-        {State::Success,
-         {{"SUCCESS", false}, {"FAILED", false}, {"UNKNOWN", false}, {"PROCESSING", false}}},
-        {State::FailedFinal,
-         {{"SUCCESS", false}, {"FAILED", false}, {"UNKNOWN", false}, {"PROCESSING", false}}},
-        {State::FailedRetryable,
-         {{"SUCCESS", false}, {"FAILED", false}, {"UNKNOWN", false}, {"PROCESSING", true}}},
+    // The direct UPDATEs the trigger lets through; it refuses every other one.
+    const std::set<std::pair<State, std::string>> allowed{
+        {State::Processing, "SUCCESS"},       {State::Processing, "FAILED"},
+        {State::Processing, "UNKNOWN"},       {State::ProcessingExpired, "SUCCESS"},
+        {State::ProcessingExpired, "FAILED"}, {State::ProcessingExpired, "UNKNOWN"},
+        {State::Unknown, "SUCCESS"},          {State::FailedRetryable, "PROCESSING"},
     };
     std::vector<std::string> wrong;
     for (State s : kStates) {
@@ -449,7 +321,7 @@ class TestStateMachine : public QObject {
           sqlstate = e.sqlstate();
         }
         const std::string label = std::string(name(s)) + " -> " + to;
-        if (allowed.at(s).at(to)) {
+        if (allowed.contains({s, to})) {
           if (!sqlstate.empty())
             wrong.push_back(label + " refused: " + sqlstate);
           else if (text("SELECT reason FROM idem.transitions WHERE idempotency_key = '" + m.key +

@@ -1,9 +1,12 @@
 #include "test_database.hpp"
 
 #include <QCoreApplication>
+#include <QTest>
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 
+#include "idem/database_error.hpp"
 #include "idem/migrations.hpp"
 #include "pg_cluster.hpp"
 
@@ -40,6 +43,8 @@ TestDatabase::~TestDatabase() {
     pqxx::connection c(serverDsn());
     pqxx::nontransaction tx(c);
     tx.exec("DROP DATABASE IF EXISTS " + tx.quote_name(name_) + " WITH (FORCE)");
+    // The roles outlive databases: once theirs is gone, nothing holds them.
+    for (const std::string& role : logins_) tx.exec("DROP ROLE IF EXISTS " + tx.quote_name(role));
   } catch (...) {  // the cluster may already be gone; nothing to clean then
   }
 }
@@ -94,6 +99,7 @@ std::string TestDatabase::createLoginRole(const std::string& base, const std::st
     grant += tx.quote_name(role);
     tx.exec(grant);
   }
+  if (std::find(logins_.begin(), logins_.end(), role) == logins_.end()) logins_.push_back(role);
   return role;
 }
 
@@ -109,6 +115,25 @@ long long TestDatabase::scalar(const std::string& sql) const {
   const pqxx::result r = tx.exec(sql);
   if (r.empty() || r[0][0].is_null()) return 0;
   return r[0][0].as<long long>();
+}
+
+void TestDatabase::expectNone(std::initializer_list<const char*> counts) const {
+  for (const char* count : counts) {
+    const long long n = scalar(count);
+    QVERIFY2(n == 0, (std::to_string(n) + " rows of " + count).c_str());
+  }
+}
+
+std::string sqlstateOf(pqxx::connection& c, const std::string& sql) {
+  try {
+    translatingErrors("as role", [&] {
+      pqxx::nontransaction tx(c);
+      tx.exec(sql);
+    });
+    return "";
+  } catch (const DatabaseError& e) {
+    return e.sqlstate();
+  }
 }
 
 }  // namespace idem::test

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <QString>
+#include <initializer_list>
 #include <memory>
 #include <pqxx/pqxx>
 #include <string>
+#include <vector>
 
 namespace idem::test {
 
@@ -27,11 +29,15 @@ class TestDatabase {
   std::string dsnAs(const std::string& user) const;
   std::unique_ptr<pqxx::connection> connect() const;
 
-  // A LOGIN role unique to this database, member of the given group role (e.g. idem_operator).
+  // A LOGIN role unique to this database, member of the given group role (e.g. idem_operator),
+  // dropped with the database.
   std::string createLoginRole(const std::string& base, const std::string& groupRole);
 
   void exec(const std::string& sql) const;
   long long scalar(const std::string& sql) const;
+  // Each of `counts` (a SELECT count(*) of the rows that would break a law the suite pins down)
+  // is 0; a failure names the first that is not.
+  void expectNone(std::initializer_list<const char*> counts) const;
 
   // Drops and recreates the database (migrated again): a clean slate between test functions.
   void reset();
@@ -45,6 +51,11 @@ class TestDatabase {
   void create();
   std::string name_;
   bool migrate_;
+  std::vector<std::string> logins_;  // createLoginRole's, dropped by the destructor
 };
+
+// The SQLSTATE of running sql on c (empty when it succeeds): how the suites see what the database
+// refuses, whoever asks.
+std::string sqlstateOf(pqxx::connection& c, const std::string& sql);
 
 }  // namespace idem::test

@@ -10,6 +10,7 @@
 #include "idem/protocol_client.hpp"
 #include "idemctl.hpp"
 #include "test_database.hpp"
+#include "test_requests.hpp"
 
 using namespace idem;
 
@@ -42,12 +43,7 @@ class TestIdemctl : public QObject {
   void lostResponse(const std::string& key, const std::string& order, bool charged) {
     pqxx::connection c(as(writer_));
     ProtocolClient client(c);
-    BeginRequest r;
-    r.key = key;
-    r.bizType = "payment";
-    r.bizId = order;
-    r.tool = "pay";
-    const BeginResult begun = client.begin(r);
+    const BeginResult begun = client.begin(test::payRequest(key, order));
     QCOMPARE(begun.outcome, Outcome::Executed);
     if (charged) {
       client.recordFundFlow(
@@ -134,6 +130,33 @@ class TestIdemctl : public QObject {
     }
     QCOMPARE(idemctl({"help"}), 0);
     QVERIFY(outSays("reconcile"));
+  }
+
+  // The command list is built from the commands' registrations: every command, in its place, its
+  // description wrapped under itself; no command is lost by the linker.
+  void helpListsEveryRegisteredCommand() {
+    const std::string usage = R"(usage: idemctl COMMAND [flags]
+
+commands:
+  migrate        apply the idem schema migrations to a database
+  simulate       run simulated agent traffic through the protocol
+  settle KEY     settle a stuck record to SUCCESS or FAILED, or correct FAILED to SUCCESS
+                 (operators)
+  reconcile      resolve to SUCCESS the stuck records whose own key shows money moved, once or
+                 every --every (reconcilers)
+  expire-leases  turn PROCESSING records past their lease into UNKNOWN
+  purge          delete settled records older than a given age, leaving tombstones of their keys
+  help           this text; `idemctl COMMAND --help` describes a command's flags
+  version        print the version
+
+The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (PGHOST, ...).
+)";
+    QCOMPARE(idemctl({"help"}), 0);
+    QCOMPARE(out_, usage);
+    QCOMPARE(idemctl({}), 2);
+    QCOMPARE(err_, usage);
+    QCOMPARE(idemctl({"no-such-command"}), 2);
+    QCOMPARE(err_, std::string("idemctl: unknown command 'no-such-command' (try: idemctl help)\n"));
   }
 
   void unreachableDatabaseExitsOne() {
@@ -246,13 +269,8 @@ class TestIdemctl : public QObject {
 
   void settleOfALiveLeaseSaysWhenItEnds() {
     pqxx::connection c(as(writer_));
-    BeginRequest r;
-    r.key = "pay-live";
-    r.bizType = "payment";
-    r.bizId = "o-live";
-    r.tool = "pay";
-    r.lease = std::chrono::minutes(20);
-    const BeginResult begun = ProtocolClient(c).begin(r);
+    const BeginResult begun = ProtocolClient(c).begin(
+        test::payRequest("pay-live", "o-live", "payment", std::chrono::minutes(20)));
     QCOMPARE(idemctl({"settle", "pay-live", "--to", "FAILED", "--reason", "agent looks stuck",
                       "--db.dsn", as(operator_)}),
              5);
@@ -386,12 +404,7 @@ class TestIdemctl : public QObject {
              0LL);
     // A late retry of a purged key is retired, never executed.
     pqxx::connection c(as(writer_));
-    BeginRequest r;
-    r.key = "pay-1";
-    r.bizType = "payment";
-    r.bizId = "o-1";
-    r.tool = "pay";
-    QCOMPARE(ProtocolClient(c).begin(r).outcome, Outcome::Retired);
+    QCOMPARE(ProtocolClient(c).begin(test::payRequest("pay-1", "o-1")).outcome, Outcome::Retired);
   }
 
   void maintenanceCommands() {

@@ -10,77 +10,73 @@
 #include "plan.hpp"
 #include "simulator.hpp"
 #include "test_database.hpp"
+#include "test_traffic.hpp"
 
 using namespace idem;
-
-namespace {
-
-sim::SimulationConfig quietConfig(const test::TestDatabase& db) {
-  sim::SimulationConfig c;
-  c.connection.dsn = db.dsn();
-  c.connection.source = "test";
-  c.agents = 4;
-  c.seed = 42;
-  c.operations = 600;
-  c.runId = "t";
-  c.responseLossRate = 0;
-  c.crashRate = 0;
-  c.declineRate = 0;
-  c.refusedRate = 0;
-  c.carelessRate = 0;
-  c.llmRetryRate = 0;
-  c.frameworkRetryRate = 0;
-  c.httpRetryRate = 0;
-  c.callbackRate = 0;
-  c.mismatchRate = 0;
-  c.newKeyRate = 0;
-  c.concurrentDuplicateRate = 0;
-  c.doubleChargeRate = 0;
-  return c;
-}
-
-}  // namespace
 
 class TestSimulator : public QObject {
   Q_OBJECT
   std::unique_ptr<test::TestDatabase> db_;
   std::atomic<bool> stop_{false};
 
+  static sim::SimulationConfig quietConfig(const test::TestDatabase& db) {
+    sim::SimulationConfig c = test::testTraffic(db, 42, "t", 600);
+    // Every fault and every retry off: each test turns on what it is about.
+    using C = sim::SimulationConfig;
+    for (double C::*rate :
+         {&C::responseLossRate, &C::crashRate, &C::declineRate, &C::refusedRate, &C::carelessRate,
+          &C::llmRetryRate, &C::frameworkRetryRate, &C::httpRetryRate, &C::callbackRate,
+          &C::mismatchRate, &C::newKeyRate, &C::concurrentDuplicateRate, &C::doubleChargeRate}) {
+      c.*rate = 0;
+    }
+    return c;
+  }
+
+  // The seeds' fault test: 1000 payments; the proxy drops 20% of successful responses and clients
+  // retry with the same key, from every layer.
+  static sim::SimulationConfig faultTestConfig(const test::TestDatabase& db) {
+    sim::SimulationConfig c = quietConfig(db);
+    c.bizTypes = {"payment"};
+    c.operations = 1000;
+    c.responseLossRate = 0.2;
+    c.httpRetryRate = 0.5;
+    c.llmRetryRate = c.frameworkRetryRate = c.callbackRate = 0.3;
+    c.concurrentDuplicateRate = 0.1;
+    c.callbackResolvesUnknownRate = 0.5;
+    return c;
+  }
+
+  // What the fault tests pin down: `orders` orders, each executed once and charged once (one DEBIT
+  // per order, 1 : 1 exactly), as many charges as the agents counted.
+  void expectOneChargePerOrder(const sim::SimulationSummary& s, long long orders) {
+    QCOMPARE(db_->scalar("SELECT count(DISTINCT biz_id) FROM idem.records"), orders);
+    const long long charges =
+        db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'");
+    QCOMPARE(charges, orders);  // 1 : 1, exactly
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id "
+                         "HAVING count(*) <> 1) x"),
+             0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), orders);
+    QCOMPARE(s.charges, charges);
+  }
+
  private slots:
   void initTestCase() { db_ = std::make_unique<test::TestDatabase>("tst_simulator"); }
   void init() { db_->reset(); }
 
   void droppedResponsesWithRetriesChargeExactlyOncePerOrder() {
-    sim::SimulationConfig c = quietConfig(*db_);
-    c.bizTypes = {"payment"};
-    c.operations = 1000;
-    c.responseLossRate = 0.2;  // the proxy drops 20% of successful responses
-    c.httpRetryRate = 0.5;     // and clients retry with the same key, from every layer
-    c.llmRetryRate = 0.3;
-    c.frameworkRetryRate = 0.3;
-    c.callbackRate = 0.3;
-    c.concurrentDuplicateRate = 0.1;
-    c.callbackResolvesUnknownRate = 0.5;
+    const sim::SimulationConfig c = faultTestConfig(*db_);
     const sim::SimulationSummary s = sim::simulate(c, stop_);
     QCOMPARE(s.errors, 0LL);
     QVERIFY2(s.responsesLost > 150 && s.responsesLost < 250, "about 20% of responses were dropped");
-    const long long orders = db_->scalar("SELECT count(DISTINCT biz_id) FROM idem.records");
-    const long long charges =
-        db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'");
-    QCOMPARE(orders, 1000LL);
-    QCOMPARE(charges, orders);  // 1 : 1, exactly
-    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id "
-                         "HAVING count(*) <> 1) x"),
-             0LL);
+    expectOneChargePerOrder(s, 1000);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE duplicate_of IS NOT NULL"),
              0LL);
     // The retries really happened and were answered by the layer.
     QVERIFY(db_->scalar("SELECT count(*) FROM idem.attempts WHERE trigger_source <> 'initial'") >
             1000);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), orders);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'UNKNOWN'"),
              s.responsesLost - s.unknownResolvedByCallback);
-    QCOMPARE(s.charges, charges);
   }
 
   // The fault test with the people and the cron jobs of a deployment running during it, each
@@ -88,36 +84,19 @@ class TestSimulator : public QObject {
   // nothing did) and idem.reconcile() resolves what the ledger proves. Agents that die after the
   // charge leave PROCESSING records past their lease for them. Still one charge per order.
   void faultTestWithOperatorAndReconcileStillChargesOncePerOrder() {
-    sim::SimulationConfig c = quietConfig(*db_);
+    sim::SimulationConfig c = faultTestConfig(*db_);
     c.connection.dsn = db_->dsnAs(db_->createLoginRole("agent", "idem_writer"));
     c.operatorConnection.dsn = db_->dsnAs(db_->createLoginRole("alice", "idem_operator"));
     c.reconcilerConnection.dsn = db_->dsnAs(db_->createLoginRole("recon", "idem_reconciler"));
-    c.bizTypes = {"payment"};
-    c.operations = 1000;
-    c.responseLossRate = 0.2;
     c.crashRate = 0.05;
     c.crashBeforeChargeShare = 0;  // every crash after the charge: money moved, no SUCCESS
-    c.httpRetryRate = 0.5;
-    c.llmRetryRate = 0.3;
-    c.frameworkRetryRate = 0.3;
-    c.callbackRate = 0.3;
-    c.concurrentDuplicateRate = 0.1;
-    c.callbackResolvesUnknownRate = 0.5;
     c.lease = std::chrono::milliseconds(1000);
     c.settleEvery = std::chrono::milliseconds(30);
     c.reconcileEvery = std::chrono::milliseconds(70);
     const sim::SimulationSummary s = sim::simulate(c, stop_);
     qInfo().noquote() << s.render().c_str();
     QCOMPARE(s.errors, 0LL);
-    const long long orders = db_->scalar("SELECT count(DISTINCT biz_id) FROM idem.records");
-    const long long charges =
-        db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'");
-    QCOMPARE(orders, 1000LL);
-    QCOMPARE(charges, orders);  // 1 : 1, exactly
-    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id "
-                         "HAVING count(*) <> 1) x"),
-             0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"), orders);
+    expectOneChargePerOrder(s, 1000);
     QCOMPARE(s.roundsFailed, 0LL);
     // The operator and the reconciler did decide records while the agents ran, under their roles.
     QVERIFY(s.reconciled + s.settledSuccess > 0);
@@ -125,14 +104,13 @@ class TestSimulator : public QObject {
              (long long)s.reconciled);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator'"),
              (long long)(s.settledSuccess + s.settledFailed));
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator' AND "
-                         "actor NOT LIKE '%alice%'"),
-             0LL);
-    // Every money-moved decision was SUCCESS: nobody declared a charged order FAILED.
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records r JOIN idem.money_position m USING "
-                         "(biz_type, biz_id) WHERE m.money_moved AND r.status = 'FAILED'"),
-             0LL);
-    QCOMPARE(s.charges, charges);
+    // Every operator decision was alice's; every money-moved decision was SUCCESS: nobody
+    // declared a charged order FAILED.
+    db_->expectNone(
+        {"SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator' AND "
+         "actor NOT LIKE '%alice%'",
+         "SELECT count(*) FROM idem.records r JOIN idem.money_position m USING "
+         "(biz_type, biz_id) WHERE m.money_moved AND r.status = 'FAILED'"});
   }
 
   // A share of careless clients tries every hole of issue 8; the database refuses each one, and
@@ -142,7 +120,6 @@ class TestSimulator : public QObject {
     sim::SimulationConfig c = quietConfig(*db_);
     c.connection.dsn = db_->dsnAs(db_->createLoginRole("careless", "idem_writer"));
     c.bizTypes = {"payment"};
-    c.operations = 600;
     c.carelessRate = 0.5;
     c.responseLossRate = 0.25;
     c.declineRate = 0.15;
@@ -167,18 +144,15 @@ class TestSimulator : public QObject {
     QVERIFY2(summary.find("OPEN") == std::string::npos, summary.c_str());
     // No extra charge: one DEBIT per paid order, none for a declined one, none under a careless
     // ref.
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE external_ref ~ '-1[0-9]$'"),
-             0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id "
-                         "HAVING count(*) > 1) x"),
-             0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows f JOIN idem.records r USING "
-                         "(biz_type, biz_id) WHERE r.status = 'FAILED'"),
-             0LL);
+    db_->expectNone({"SELECT count(*) FROM idem.fund_flows WHERE external_ref ~ '-1[0-9]$'",
+                     "SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id "
+                     "HAVING count(*) > 1) x",
+                     "SELECT count(*) FROM idem.fund_flows f JOIN idem.records r USING "
+                     "(biz_type, biz_id) WHERE r.status = 'FAILED'",
+                     // No claimant lost its claim to the careless operator: nothing it settled
+                     // FAILED ran again.
+                     "SELECT count(*) FROM idem.transitions WHERE from_status = 'FAILED'"});
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'"), s.charges);
-    // No claimant lost its claim to the careless operator: nothing it settled FAILED ran again.
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'FAILED'"),
-             0LL);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed'"),
              db_->scalar("SELECT count(*) FROM idem.records"));
     // The strangers' responses never replaced a claimant's.

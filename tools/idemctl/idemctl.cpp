@@ -1,5 +1,7 @@
 #include "idemctl.hpp"
 
+#include <algorithm>
+#include <map>
 #include <ostream>
 
 #include "idem/build_info.hpp"
@@ -10,41 +12,65 @@
 namespace idem::ctl {
 namespace {
 
-constexpr const char* kUsageText = R"(usage: idemctl COMMAND [flags]
+// A function's static, not a namespace-scope one: registrations run during static
+// initialisation, in an order across files that C++ leaves open. Keyed by (order, name): kept in
+// command-list order, and a node's address stays valid as the map grows.
+std::map<std::pair<int, std::string>, CommandRegistration>& registrations() {
+  static std::map<std::pair<int, std::string>, CommandRegistration> all;
+  return all;
+}
 
-commands:
-  migrate        apply the idem schema migrations to a database
-  simulate       run simulated agent traffic through the protocol
-  settle KEY     settle a stuck record to SUCCESS or FAILED, or correct FAILED to SUCCESS
-                 (operators)
-  reconcile      resolve to SUCCESS the stuck records whose own key shows money moved, once or
-                 every --every (reconcilers)
-  expire-leases  turn PROCESSING records past their lease into UNKNOWN
-  purge          delete settled records older than a given age, leaving tombstones of their keys
-  help           this text; `idemctl COMMAND --help` describes a command's flags
-  version        print the version
+const CommandRegistration* findCommand(const std::string& name) {
+  for (const auto& [place, r] : registrations()) {
+    if (r.name == name) return &r;
+  }
+  return nullptr;
+}
 
-The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (PGHOST, ...).
-)";
+// One line per command, its description in a column; "help" and "version" are run() itself.
+std::string usageText() {
+  constexpr std::size_t kNameWidth = 13;
+  const std::string indent(2 + kNameWidth + 2, ' ');
+  std::string commands;
+  for (const CommandRegistration* r : registeredCommands()) {
+    std::string name = r->arguments.empty() ? r->name : r->name + " " + r->arguments;
+    name.resize(std::max(name.size(), kNameWidth), ' ');
+    std::string summary;
+    for (const char c : r->summary) summary += c == '\n' ? "\n" + indent : std::string(1, c);
+    commands += "  " + name + "  " + summary + "\n";
+  }
+  return "usage: idemctl COMMAND [flags]\n\ncommands:\n" + commands +
+         "  help           this text; `idemctl COMMAND --help` describes a command's flags\n"
+         "  version        print the version\n"
+         "\n"
+         "The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (PGHOST, "
+         "...).\n";
+}
 
 }  // namespace
 
+bool registerCommand(CommandRegistration registration) {
+  const std::pair<int, std::string> place{registration.order, registration.name};
+  return registrations().emplace(place, std::move(registration)).second;
+}
+
+std::vector<const CommandRegistration*> registeredCommands() {
+  std::vector<const CommandRegistration*> out;
+  for (const auto& [place, r] : registrations()) out.push_back(&r);
+  return out;
+}
+
 int run(const std::vector<std::string>& args, Streams streams, const std::atomic<bool>& stop) {
   if (args.empty()) {
-    streams.err << kUsageText;
+    streams.err << usageText();
     return kUsage;
   }
   const std::string& command = args.front();
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   try {
-    if (command == "migrate") return runMigrate(rest, streams);
-    if (command == "simulate") return runSimulate(rest, streams, stop);
-    if (command == "settle") return runSettle(rest, streams);
-    if (command == "expire-leases") return runExpireLeases(rest, streams);
-    if (command == "purge") return runPurge(rest, streams);
-    if (command == "reconcile") return runReconcile(rest, streams, stop);
+    if (const CommandRegistration* r = findCommand(command)) return r->run(rest, streams, stop);
     if (command == "help" || command == "--help" || command == "-h") {
-      streams.out << kUsageText;
+      streams.out << usageText();
       return kOk;
     }
     if (command == "version" || command == "--version") {

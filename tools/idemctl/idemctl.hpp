@@ -1,5 +1,6 @@
 // idemctl: the operator's and the developer's command line for the idem schema. Each subcommand
-// lives in its own file; main.cpp only wires signals and standard streams to run().
+// lives in its own file and registers itself; main.cpp only wires signals and standard streams to
+// run().
 #pragma once
 
 #include <atomic>
@@ -34,14 +35,25 @@ struct Streams {
 // SIGTERM).
 int run(const std::vector<std::string>& args, Streams streams, const std::atomic<bool>& stop);
 
-int runMigrate(const std::vector<std::string>& args, Streams streams);
-int runSimulate(const std::vector<std::string>& args, Streams streams,
-                const std::atomic<bool>& stop);
-int runSettle(const std::vector<std::string>& args, Streams streams);
-int runExpireLeases(const std::vector<std::string>& args, Streams streams);
-int runPurge(const std::vector<std::string>& args, Streams streams);
-// Runs idem.reconcile() once, or every --every until `stop`.
-int runReconcile(const std::vector<std::string>& args, Streams streams,
-                 const std::atomic<bool>& stop);
+// A subcommand: args excludes the command's name; a command that runs once ignores `stop`.
+using CommandRun = int (*)(const std::vector<std::string>& args, Streams streams,
+                           const std::atomic<bool>& stop);
+
+struct CommandRegistration {
+  std::string name{};       // `idemctl NAME`
+  std::string arguments{};  // what the command list shows after the name, e.g. "KEY" (may be empty)
+  // The command list's description; a '\n' continues it on the next line, under the first.
+  std::string summary{};
+  int order = 100;  // position in the command list, lowest first
+  CommandRun run = nullptr;
+};
+
+// Commands register themselves, as the exporter's collectors do: each command's .cpp ends with
+// `[[maybe_unused]] const bool registered = registerCommand({...});` in its anonymous namespace.
+// A new command is one new file (the CMake glob picks it up) plus its test.
+bool registerCommand(CommandRegistration registration);
+
+// Every registered command, in command-list order.
+std::vector<const CommandRegistration*> registeredCommands();
 
 }  // namespace idem::ctl

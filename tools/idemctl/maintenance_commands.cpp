@@ -10,8 +10,10 @@
 #include "idemctl.hpp"
 
 namespace idem::ctl {
+namespace {
 
-int runExpireLeases(const std::vector<std::string>& args, Streams streams) {
+int runExpireLeases(const std::vector<std::string>& args, Streams streams,
+                    const std::atomic<bool>& /*stop*/) {
   std::optional<std::string> dsn;
   CommandLine cli("idemctl expire-leases", "idemctl expire-leases [flags]");
   declareDsn(cli, dsn);
@@ -22,7 +24,8 @@ int runExpireLeases(const std::vector<std::string>& args, Streams streams) {
   return kOk;
 }
 
-int runPurge(const std::vector<std::string>& args, Streams streams) {
+int runPurge(const std::vector<std::string>& args, Streams streams,
+             const std::atomic<bool>& /*stop*/) {
   std::optional<std::chrono::milliseconds> age;
   std::optional<std::string> dsn;
   CommandLine cli("idemctl purge", "idemctl purge --older-than 30d [flags]",
@@ -50,5 +53,18 @@ int runPurge(const std::vector<std::string>& args, Streams streams) {
     return static_cast<int>(kOk);
   });
 }
+
+[[maybe_unused]] const bool expireLeasesRegistered =
+    registerCommand({.name = "expire-leases",
+                     .summary = "turn PROCESSING records past their lease into UNKNOWN",
+                     .order = 50,
+                     .run = runExpireLeases});
+[[maybe_unused]] const bool purgeRegistered = registerCommand(
+    {.name = "purge",
+     .summary = "delete settled records older than a given age, leaving tombstones of their keys",
+     .order = 60,
+     .run = runPurge});
+
+}  // namespace
 
 }  // namespace idem::ctl

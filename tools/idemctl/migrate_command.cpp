@@ -25,9 +25,8 @@ std::string describeVersion(int version) {
          (version >= kContractV2Migration ? "2" : "1") + ")";
 }
 
-}  // namespace
-
-int runMigrate(const std::vector<std::string>& args, Streams streams) {
+int runMigrate(const std::vector<std::string>& args, Streams streams,
+               const std::atomic<bool>& /*stop*/) {
   std::optional<std::string> dsn, sqlDir;
   std::optional<int> upTo;
   CommandLine cli("idemctl migrate", "idemctl migrate [flags]",
@@ -71,5 +70,13 @@ int runMigrate(const std::vector<std::string>& args, Streams streams) {
   }
   return kOk;
 }
+
+[[maybe_unused]] const bool registered =
+    registerCommand({.name = "migrate",
+                     .summary = "apply the idem schema migrations to a database",
+                     .order = 10,
+                     .run = runMigrate});
+
+}  // namespace
 
 }  // namespace idem::ctl

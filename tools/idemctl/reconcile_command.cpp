@@ -89,8 +89,6 @@ void sleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& st
   }
 }
 
-}  // namespace
-
 int runReconcile(const std::vector<std::string>& args, Streams streams,
                  const std::atomic<bool>& stop) {
   std::optional<std::string> dsn;
@@ -133,5 +131,14 @@ int runReconcile(const std::vector<std::string>& args, Streams streams,
   streams.out << nowUtc() << " reconcile: stopped\n";
   return kOk;
 }
+
+[[maybe_unused]] const bool registered = registerCommand(
+    {.name = "reconcile",
+     .summary = "resolve to SUCCESS the stuck records whose own key shows money moved, once or\n"
+                "every --every (reconcilers)",
+     .order = 40,
+     .run = runReconcile});
+
+}  // namespace
 
 }  // namespace idem::ctl

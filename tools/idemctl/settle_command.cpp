@@ -40,9 +40,8 @@ void printFlows(std::ostream& err, const std::vector<FundFlow>& flows) {
   }
 }
 
-}  // namespace
-
-int runSettle(const std::vector<std::string>& args, Streams streams) {
+int runSettle(const std::vector<std::string>& args, Streams streams,
+              const std::atomic<bool>& /*stop*/) {
   std::optional<std::string> to, reason, evidence, dsn;
   std::optional<int> expectVersion;
   bool overrideMoneyMoved = false, overrideDebitWarning = false;
@@ -127,5 +126,15 @@ int runSettle(const std::vector<std::string>& args, Streams streams) {
   }
   return kFailed;
 }
+
+[[maybe_unused]] const bool registered = registerCommand(
+    {.name = "settle",
+     .arguments = "KEY",
+     .summary = "settle a stuck record to SUCCESS or FAILED, or correct FAILED to SUCCESS\n"
+                "(operators)",
+     .order = 30,
+     .run = runSettle});
+
+}  // namespace
 
 }  // namespace idem::ctl

@@ -53,8 +53,6 @@ std::string rate(const sim::Progress& p) {
   return out.str();
 }
 
-}  // namespace
-
 int runSimulate(const std::vector<std::string>& args, Streams streams,
                 const std::atomic<bool>& stop) {
   sim::SimulationConfig config;
@@ -130,5 +128,13 @@ int runSimulate(const std::vector<std::string>& args, Streams streams,
   }
   return kOk;
 }
+
+[[maybe_unused]] const bool registered =
+    registerCommand({.name = "simulate",
+                     .summary = "run simulated agent traffic through the protocol",
+                     .order = 20,
+                     .run = runSimulate});
+
+}  // namespace
 
 }  // namespace idem::ctl

@@ -1,35 +1,48 @@
 #include "traffic_counters.hpp"
 
+#include <utility>
+
 namespace idem::sim {
+namespace {
+
+using T = TrafficCounters;
+using S = SimulationSummary;
+
+// The counters the summary takes as they stand, each into its field of the same name.
+constexpr std::pair<std::atomic<std::int64_t> T::*, std::int64_t S::*> kCounts[] = {
+    {&T::operations, &S::operations},
+    {&T::charges, &S::charges},
+    {&T::doubleCharges, &S::doubleCharges},
+    {&T::responsesLost, &S::responsesLost},
+    {&T::crashes, &S::crashes},
+    {&T::declines, &S::declines},
+    {&T::refusedConnections, &S::refusedConnections},
+    {&T::finalFailuresReplayed, &S::finalFailuresReplayed},
+    {&T::rereads, &S::rereads},
+    {&T::settledSuccess, &S::settledSuccess},
+    {&T::settledFailed, &S::settledFailed},
+    {&T::settleRefused, &S::settleRefused},
+    {&T::reconciled, &S::reconciled},
+    {&T::roundsFailed, &S::roundsFailed},
+    {&T::unknownResolvedByCallback, &S::unknownResolvedByCallback},
+    {&T::errors, &S::errors},
+};
+
+}  // namespace
 
 SimulationSummary TrafficCounters::summary() const {
   SimulationSummary s;
-  s.operations = operations.load();
+  for (const auto& [counter, field] : kCounts) s.*field = (this->*counter).load();
   for (TriggerSource source : allValues<TriggerSource>()) {
     for (Outcome outcome : allValues<Outcome>()) {
       const std::int64_t n = attempts_[index(source, outcome)].load();
       if (n > 0) s.attempts[{source, outcome}] = n;
     }
   }
-  s.charges = charges.load();
-  s.doubleCharges = doubleCharges.load();
-  s.responsesLost = responsesLost.load();
-  s.crashes = crashes.load();
-  s.declines = declines.load();
-  s.refusedConnections = refusedConnections.load();
-  s.finalFailuresReplayed = finalFailuresReplayed.load();
-  s.rereads = rereads.load();
-  s.settledSuccess = settledSuccess.load();
-  s.settledFailed = settledFailed.load();
-  s.settleRefused = settleRefused.load();
-  s.reconciled = reconciled.load();
-  s.roundsFailed = roundsFailed.load();
   for (CarelessHole hole : kCarelessHoles) {
     const std::size_t i = holeIndex(hole);
     if (holesTried_[i].load() > 0) s.holes[hole] = {holesTried_[i].load(), holesRefused_[i].load()};
   }
-  s.unknownResolvedByCallback = unknownResolvedByCallback.load();
-  s.errors = errors.load();
   return s;
 }
 

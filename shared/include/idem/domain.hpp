@@ -61,8 +61,8 @@ struct Transition {
   Timestamp createdAt{};
 };
 
-struct FundFlow {
-  std::int64_t id = 0;
+// A fund flow as its writer reports it (ProtocolClient::recordFundFlow).
+struct FundFlowInput {
   std::string bizType;
   std::string bizId;
   FundFlowKind kind = FundFlowKind::Debit;
@@ -70,6 +70,11 @@ struct FundFlow {
   std::string currency;
   std::string externalRef;
   std::optional<std::string> idempotencyKey;
+};
+
+// A fund flow as the ledger holds it: what was reported, plus what the database decided.
+struct FundFlow : FundFlowInput {
+  std::int64_t id = 0;
   std::optional<std::int64_t> duplicateOf;
   Timestamp createdAt{};
 

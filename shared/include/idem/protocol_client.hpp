@@ -12,6 +12,7 @@
 #include <pqxx/connection>
 #include <string>
 
+#include "idem/domain.hpp"
 #include "idem/vocabulary.hpp"
 
 namespace idem {
@@ -53,16 +54,6 @@ struct ChangeResult {
   std::optional<int> version;
 
   bool ok() const { return result == ResultCode::Ok; }
-};
-
-struct FundFlowInput {
-  std::string bizType;
-  std::string bizId;
-  FundFlowKind kind = FundFlowKind::Debit;
-  std::int64_t amountMinor = 0;
-  std::string currency;
-  std::string externalRef;
-  std::optional<std::string> idempotencyKey;
 };
 
 struct FundFlowResult {
