@@ -1,12 +1,11 @@
 #include "incremental_reader.hpp"
 
-#include "idem/bounded_transaction.hpp"
-
 #include <algorithm>
 #include <optional>
 #include <pqxx/pqxx>
 #include <pqxx/transaction>
 
+#include "idem/bounded_transaction.hpp"
 #include "log.hpp"
 
 namespace idem::exporter {

@@ -29,6 +29,18 @@ inline std::string transitionsKey(const std::string& from, const std::string& to
 inline std::string tableKey(const std::string& name, const std::string& table) {
   return name + "{table=\"" + table + "\"}";
 }
+// The reconciliation's and the overcharges' series (docs/contract/metrics.md v2).
+inline constexpr const char* kDebitWithoutSuccessKey =
+    "idempotency_reconciliation_mismatches{kind=\"debit_without_success\"}";
+inline constexpr const char* kSuccessWithoutDebitKey =
+    "idempotency_reconciliation_mismatches{kind=\"success_without_debit\"}";
+inline std::string overchargedObjectsKey(const std::string& biz) {
+  return "idempotency_overcharged_business_objects{biz_type=\"" + biz + "\"}";
+}
+inline std::string overchargedAmountKey(const std::string& biz, const std::string& currency) {
+  return "idempotency_overcharged_amount_minor{biz_type=\"" + biz + "\",currency=\"" + currency +
+         "\"}";
+}
 inline std::string gapsResolvedKey(const std::string& table, const std::string& resolution) {
   return "idempotency_exporter_gaps_resolved_total{table=\"" + table + "\",resolution=\"" +
          resolution + "\"}";

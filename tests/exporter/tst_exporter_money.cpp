@@ -10,6 +10,7 @@
 #include "exporter_harness.hpp"
 #include "idem/migrations.hpp"
 #include "idem/protocol_client.hpp"
+#include "metric_keys.hpp"
 #include "test_database.hpp"
 #include "test_requests.hpp"
 
@@ -18,22 +19,9 @@ using namespace idem::test;
 
 namespace {
 
-constexpr const char* kDebitWithoutSuccess =
-    "idempotency_reconciliation_mismatches{kind=\"debit_without_success\"}";
-constexpr const char* kSuccessWithoutDebit =
-    "idempotency_reconciliation_mismatches{kind=\"success_without_debit\"}";
-
 std::string errorsKey(const std::string& stage) {
   return "idempotency_exporter_collect_errors_total{stage=\"" + stage + "\"}";
 }
-std::string objectsKey(const std::string& biz) {
-  return "idempotency_overcharged_business_objects{biz_type=\"" + biz + "\"}";
-}
-std::string amountKey(const std::string& biz, const std::string& currency) {
-  return "idempotency_overcharged_amount_minor{biz_type=\"" + biz + "\",currency=\"" + currency +
-         "\"}";
-}
-
 }  // namespace
 
 class TestExporterMoney : public QObject {
@@ -108,20 +96,20 @@ class TestExporterMoney : public QObject {
   void compareWithTheFunctions(const Series& s, const exporter::ExporterOptions& o) {
     const std::string window = "'" + std::to_string(o.reconcileWindow.count()) + " ms'";
     const std::string grace = "'" + std::to_string(o.reconcileGrace.count()) + " ms'";
-    QCOMPARE(value(s, kDebitWithoutSuccess),
+    QCOMPARE(value(s, kDebitWithoutSuccessKey),
              std::optional(scalar("SELECT count(*) FROM idem.money_moved_without_success("
                                   "'{payment}', " +
                                   window + ", " + grace + ")")));
-    QCOMPARE(value(s, kSuccessWithoutDebit),
+    QCOMPARE(value(s, kSuccessWithoutDebitKey),
              std::optional(scalar("SELECT count(*) FROM idem.success_without_money_moved("
                                   "'{payment}', " +
                                   window + ", " + grace + ")")));
-    QCOMPARE(value(s, objectsKey("payment")),
+    QCOMPARE(value(s, overchargedObjectsKey("payment")),
              std::optional(scalar("SELECT count(DISTINCT biz_id) FROM "
                                   "idem.overcharged_objects('{payment}', " +
                                   window + ")")));
     for (const char* currency : {"CNY", "USD"}) {
-      QCOMPARE(value(s, amountKey("payment", currency)).value_or(0),
+      QCOMPARE(value(s, overchargedAmountKey("payment", currency)).value_or(0),
                scalar(std::string("SELECT coalesce(sum(owed_minor), 0) FROM "
                                   "idem.overcharged_objects('{payment}', ") +
                       window + ") WHERE currency = '" + currency + "'"));
@@ -141,10 +129,10 @@ class TestExporterMoney : public QObject {
       compareWithTheFunctions(s, options);
       // The figures this data set was built for: the functions are not trivially empty.
       const bool graced = grace.count() > 0;
-      QCOMPARE(value(s, kDebitWithoutSuccess), std::optional(graced ? 4.0 : 8.0));
-      QCOMPARE(value(s, kSuccessWithoutDebit), std::optional(graced ? 2.0 : 4.0));
-      QCOMPARE(value(s, objectsKey("payment")), std::optional(8.0));  // no grace here
-      QCOMPARE(value(s, objectsKey("refund")), std::nullopt);
+      QCOMPARE(value(s, kDebitWithoutSuccessKey), std::optional(graced ? 4.0 : 8.0));
+      QCOMPARE(value(s, kSuccessWithoutDebitKey), std::optional(graced ? 2.0 : 4.0));
+      QCOMPARE(value(s, overchargedObjectsKey("payment")), std::optional(8.0));  // no grace here
+      QCOMPARE(value(s, overchargedObjectsKey("refund")), std::nullopt);
     }
   }
 
@@ -181,10 +169,10 @@ class TestExporterMoney : public QObject {
     QVERIFY(value(s, errorsKey("overcharges")) >= std::optional(1.0));
     // Serving, the last figures (none yet) and the other collectors' counts.
     QCOMPARE(value(s, "idempotency_exporter_db_up"), std::optional(1.0));
-    QCOMPARE(value(s, kDebitWithoutSuccess), std::optional(0.0));
+    QCOMPARE(value(s, kDebitWithoutSuccessKey), std::optional(0.0));
     QCOMPARE(value(s, "idempotency_exporter_last_reconcile_success_timestamp_seconds"),
              std::optional(0.0));
-    QCOMPARE(value(s, objectsKey("payment")), std::optional(0.0));
+    QCOMPARE(value(s, overchargedObjectsKey("payment")), std::optional(0.0));
     QCOMPARE(value(s, "idempotency_fund_flows_total{biz_type=\"payment\",kind=\"DEBIT\"}"),
              std::optional(2.0));
 
@@ -193,13 +181,13 @@ class TestExporterMoney : public QObject {
       auto c = db_->connect();
       QCOMPARE(migrate(*c, bundledMigrations()).applied.size(), std::size_t(1));
     }
-    QVERIFY(waitUntil([&] { return value(e.scrape(), kDebitWithoutSuccess) == 1.0; }));
+    QVERIFY(waitUntil([&] { return value(e.scrape(), kDebitWithoutSuccessKey) == 1.0; }));
     QVERIFY(e.waitForCollections(2));
     s = e.scrape();
     const double errors = value(s, errorsKey("reconciliation")).value_or(-1);
     QVERIFY(value(s, "idempotency_exporter_last_reconcile_success_timestamp_seconds") > 0.0);
-    QCOMPARE(value(s, objectsKey("payment")), std::optional(1.0));
-    QCOMPARE(value(s, amountKey("payment", "CNY")), std::optional(100.0));
+    QCOMPARE(value(s, overchargedObjectsKey("payment")), std::optional(1.0));
+    QCOMPARE(value(s, overchargedAmountKey("payment", "CNY")), std::optional(100.0));
     QVERIFY(e.waitForCollections(2));
     QCOMPARE(value(e.scrape(), errorsKey("reconciliation")), std::optional(errors));
   }

@@ -5,6 +5,7 @@
 
 #include "admin_fixture.hpp"
 #include "exporter_harness.hpp"
+#include "metric_keys.hpp"
 #include "models/database_session.hpp"
 #include "models/overcharge_model.hpp"
 #include "models/reconciliation_model.hpp"
@@ -19,14 +20,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr const char* kDebitWithoutSuccess =
-    "idempotency_reconciliation_mismatches{kind=\"debit_without_success\"}";
-constexpr const char* kSuccessWithoutDebit =
-    "idempotency_reconciliation_mismatches{kind=\"success_without_debit\"}";
-constexpr const char* kOvercharged =
-    "idempotency_overcharged_business_objects{biz_type=\"payment\"}";
-constexpr const char* kOwedCny =
-    "idempotency_overcharged_amount_minor{biz_type=\"payment\",currency=\"CNY\"}";
+const std::string kOvercharged = test::overchargedObjectsKey("payment");
+const std::string kOwedCny = test::overchargedAmountKey("payment", "CNY");
 
 double owed(const OverchargeModel& m) {
   double sum = 0;
@@ -76,9 +71,9 @@ class TestConsoleGauges : public QObject {
     test::RunningExporter exporter(options);
     QVERIFY(exporter.waitForCollections(2));
     test::Series series = exporter.scrape();
-    QCOMPARE(test::value(series, kDebitWithoutSuccess),
+    QCOMPARE(test::value(series, test::kDebitWithoutSuccessKey),
              std::optional(double(rec->model()->count(MoneyQuestion::MovedWithoutSuccess))));
-    QCOMPARE(test::value(series, kSuccessWithoutDebit),
+    QCOMPARE(test::value(series, test::kSuccessWithoutDebitKey),
              std::optional(double(rec->model()->count(MoneyQuestion::SuccessWithoutMoney))));
     QCOMPARE(test::value(series, kOvercharged), std::optional(double(over->model()->rowCount())));
     QCOMPARE(test::value(series, kOwedCny), std::optional(owed(*over->model())));
