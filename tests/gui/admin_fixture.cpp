@@ -3,6 +3,7 @@
 #include <QCoreApplication>
 #include <QDeadlineTimer>
 #include <QTest>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "models/record_table_model.hpp"
@@ -92,13 +93,34 @@ ConnectionSettings settingsFor(const std::string& dsn) {
   return s;
 }
 
-void execWithoutRecordTriggers(const TestDatabase& db, const std::string& sql) {
+namespace {
+
+void withoutRecordTriggers(const TestDatabase& db,
+                           const std::function<void(pqxx::transaction_base&)>& write) {
   auto c = db.connect();
   pqxx::work tx(*c);
   tx.exec("ALTER TABLE idem.records DISABLE TRIGGER USER");
-  tx.exec(sql);
+  write(tx);
   tx.exec("ALTER TABLE idem.records ENABLE TRIGGER USER");
   tx.commit();
+}
+
+}  // namespace
+
+void execWithoutRecordTriggers(const TestDatabase& db, const std::string& sql) {
+  withoutRecordTriggers(db, [&](pqxx::transaction_base& tx) { tx.exec(sql); });
+}
+
+void insertBulkRecords(const TestDatabase& db, const BulkRecords& r) {
+  withoutRecordTriggers(db, [&](pqxx::transaction_base& tx) {
+    tx.exec_params(R"SQL(
+      INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status,
+                                created_at, updated_at)
+      SELECT $1 || CASE WHEN $7 > 0 THEN lpad(g::text, $7, '0') ELSE g::text END, $2, 'cp-' || g,
+             $3, 'h', $4, now() - g * $6::interval, now() - g * $6::interval
+        FROM generate_series(1, $5) AS g)SQL",
+                   r.keyPrefix, r.bizType, r.tool, r.status, r.count, r.step, r.keyDigits);
+  });
 }
 
 bool waitUntil(const std::function<bool()>& ready, int timeoutMs) {

@@ -43,6 +43,20 @@ ConnectionSettings settingsFor(const std::string& dsn);
 // timestamps, statuses and versions, without the history a real change would write.
 void execWithoutRecordTriggers(const TestDatabase& db, const std::string& sql);
 
+// Test data in bulk, written as execWithoutRecordTriggers does: `count` records of one biz type,
+// tool and status, for n = 1..count the key keyPrefix + n (n zero-padded to keyDigits when set,
+// so that keys sort as text) and the biz id "cp-" + n, created and updated n * step before now.
+struct BulkRecords {
+  std::string keyPrefix;
+  std::string bizType;
+  std::string tool;
+  std::string status;
+  int count = 0;
+  std::string step = "1 minute";
+  int keyDigits = 0;
+};
+void insertBulkRecords(const TestDatabase& db, const BulkRecords& records);
+
 // Processes events until ready() or the deadline; true if ready.
 bool waitUntil(const std::function<bool()>& ready, int timeoutMs = 15000);
 

@@ -65,12 +65,7 @@ class TestAdminModels : public QObject {
     auto c = db_->connect();
     scenario_ = test::seedScenario(*c);
     // Bulk rows so the table needs several pages.
-    test::execWithoutRecordTriggers(*db_, R"SQL(
-      INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status,
-                                created_at, updated_at)
-      SELECT 'bulk-' || g, 'coupon', 'cp-' || g, 'issue', 'h', 'SUCCESS',
-             now() - g * interval '1 minute', now() - g * interval '1 minute'
-      FROM generate_series(1, 57) AS g)SQL");
+    test::insertBulkRecords(*db_, {"bulk-", "coupon", "issue", "SUCCESS", 57});
     session_ = std::make_unique<DatabaseSession>();
     session_->open(test::settingsFor(db_->dsn()));
     QTRY_VERIFY_WITH_TIMEOUT(session_->isConnected(), 15000);

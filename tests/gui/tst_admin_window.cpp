@@ -500,11 +500,7 @@ class TestAdminWindow : public QObject {
   }
 
   void refreshKeepsSelectionAndScrollPosition() {
-    test::execWithoutRecordTriggers(*db_, R"SQL(
-      INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status, created_at, updated_at)
-      SELECT 'old-' || lpad(g::text, 3, '0'), 'coupon', 'cp-' || g, 'issue', 'h', 'SUCCESS',
-             now() - g * interval '1 minute', now() - g * interval '1 minute'
-      FROM generate_series(1, 300) AS g)SQL");
+    test::insertBulkRecords(*db_, {"old-", "coupon", "issue", "SUCCESS", 300, "1 minute", 3});
     auto w = openWindow(alice_);
     QVERIFY(ready(*w));
     RecordTableModel* model = w->recordsModel();

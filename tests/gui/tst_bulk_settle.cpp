@@ -274,12 +274,7 @@ class TestBulkSettle : public QObject {
 
     // "All matching the filter" counts on the server: 1,001 matching records are refused by the
     // dialog although only the first 1,000 are listed.
-    test::execWithoutRecordTriggers(*db_, R"SQL(
-      INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status,
-                                created_at, updated_at)
-      SELECT 'cap-' || g, 'cap', 'cp-' || g, 'pay', 'h', 'UNKNOWN',
-             now() - g * interval '1 second', now() - g * interval '1 second'
-      FROM generate_series(1, 1001) AS g)SQL");
+    test::insertBulkRecords(*db_, {"cap-", "cap", "pay", "UNKNOWN", 1001, "1 second"});
     BulkSettleDialog dialog(session_.get());
     QSignalSpy listed(&dialog, &BulkSettleDialog::listed);
     dialog.listMatching(stuckOf("cap"));
