@@ -154,8 +154,7 @@ bool CollectionLoop::recordFailure(const std::string& stage, const std::exceptio
   return true;
 }
 
-void CollectionLoop::collectOnce() {
-  const auto started = std::chrono::steady_clock::now();
+void CollectionLoop::collectOnce(std::chrono::steady_clock::time_point started) {
   bool succeeded = true;
   bool reached = true;
   if (standby_) {
@@ -196,12 +195,13 @@ void CollectionLoop::run() {
     }
     if (!connection_ && !connect()) continue;
     const auto started = std::chrono::steady_clock::now();
-    collectOnce();
+    collectOnce(started);
     const auto next = started + interval_;
     const auto now = std::chrono::steady_clock::now();
     if (!connection_) continue;  // reconnect at once; connect() backs off if that fails
-    if (!waitFor(
-            std::chrono::duration_cast<std::chrono::milliseconds>(std::max(now, next) - now))) {
+    // Rounded up, never down: waking a fraction early would find a collector due at `next` not
+    // due yet, and skip it for a whole interval.
+    if (!waitFor(std::chrono::ceil<std::chrono::milliseconds>(std::max(now, next) - now))) {
       return;
     }
   }

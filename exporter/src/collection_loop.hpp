@@ -43,7 +43,9 @@ class CollectionLoop {
   // promotion. Throws on database errors.
   bool readServerRole();
   bool recordFailure(const std::string& stage, const std::exception_ptr& error);
-  void collectOnce();
+  // One pass over the collectors that are due at `started`, the time this collection was
+  // scheduled from: a collector whose interval equals the collection interval runs every time.
+  void collectOnce(std::chrono::steady_clock::time_point started);
   bool waitFor(std::chrono::milliseconds d);  // false when stopping
 
   ConnectionSettings settings_;

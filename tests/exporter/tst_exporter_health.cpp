@@ -3,6 +3,7 @@
 // function it reads renamed away) shows success 0 while the others stay 1, and 1 again once it
 // recovers. On a primary the exporter says so: db_standby 0 and no replay lag.
 #include <QtTest>
+#include <set>
 
 #include "exporter_harness.hpp"
 #include "test_database.hpp"
@@ -50,6 +51,25 @@ class TestExporterHealth : public QObject {
       QVERIFY2(d && *d >= 0 && *d < 10, name.c_str());
     }
     QVERIFY(all.count("self_health") == 0);  // it reads nothing
+  }
+
+  // A collector whose own interval equals the collection interval (the reconciliation, with
+  // --reconcile-interval = --collect-interval) runs in every collection, not every other one: its
+  // due time and the collection's schedule are read from the same clock reading, and the loop
+  // never wakes early. Each reconciliation stamps the database clock, so 8 collections in a row
+  // show 8 stamps.
+  void aCollectorDueEveryCollectionRunsInEveryCollection() {
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(2));
+    std::set<double> stamps;
+    for (int i = 0; i < 8; ++i) {
+      QVERIFY(e.waitForCollections(1));
+      const auto stamp =
+          value(e.scrape(), "idempotency_exporter_last_reconcile_success_timestamp_seconds");
+      QVERIFY(stamp && *stamp > 0);
+      stamps.insert(*stamp);
+    }
+    QVERIFY2(stamps.size() >= 7, std::to_string(stamps.size()).c_str());
   }
 
   void aFailingCollectorShowsSuccessZeroWhileTheOthersStayOne() {
