@@ -11,9 +11,9 @@
 namespace idem::exporter {
 namespace {
 
-// Both questions walk only the window's rows and probe the other table by index for each
-// (sql/012_money_questions.sql says how): counting their rows costs what the window holds, not
-// what the tables hold. The functions are inlined into this count (bench/money prints its plan).
+// Both questions set aside in one hash join what is plainly fine in the window and probe the rest
+// by index (sql/013_charged_objects.sql says how): counting their rows costs little more than
+// reading the window once, however long the tables are (bench/money prints the plans).
 constexpr const char* kMismatches = R"SQL(
 SELECT (SELECT count(*) FROM idem.money_moved_without_success($1::text[], $2::interval,
                                                               $3::interval))::float8,
