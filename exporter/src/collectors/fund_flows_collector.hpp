@@ -5,46 +5,35 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <memory>
-#include <mutex>
-#include <vector>
 
-#include "collectors/biz_types.hpp"
-#include "collectors/collector.hpp"
+#include "collectors/counting_collector.hpp"
 #include "collectors/vocabulary_cells.hpp"
-#include "incremental_reader.hpp"
-#include "sliding_window.hpp"
 
 namespace idem::exporter {
 
-class FundFlowsCollector : public Collector {
+// What a fund flows collector counts, named before the class because its base takes them.
+namespace fund_flows {
+// Fund flows by biz type: all and duplicates, one cell per kind.
+struct Cells {
+  std::array<std::uint64_t, kValueCount<FundFlowKind>> flows{};
+  std::array<std::uint64_t, kValueCount<FundFlowKind>> duplicates{};
+};
+// Window slots: all flows (kAll), then duplicates.
+inline constexpr std::size_t kDuplicates = 1;
+inline constexpr std::size_t kWindowSlots = kDuplicates + 1;
+}  // namespace fund_flows
+
+class FundFlowsCollector : public CountingCollector<fund_flows::Cells, fund_flows::kWindowSlots> {
  public:
   FundFlowsCollector(std::shared_ptr<BizTypes> bizTypes, ReaderLimits limits, ReadStats& stats);
 
   std::string_view name() const override { return "fund_flows"; }
-  void update(pqxx::connection& connection) override;
   void collect(std::vector<prometheus::MetricFamily>& out) const override;
 
  private:
-  static constexpr std::size_t kKinds = kValueCount<FundFlowKind>;
-  struct Cells {
-    std::array<std::uint64_t, kKinds> flows{};
-    std::array<std::uint64_t, kKinds> duplicates{};
-  };
-  static constexpr std::size_t kAll = 0, kDuplicates = 1;
-  using Window = SlidingWindow<2>;
-
-  void take(const pqxx::row& row, RowOrigin origin);
-  void publish();
-
-  std::shared_ptr<BizTypes> bizTypes_;
-  IncrementalReader reader_;
-  std::vector<Cells> counts_;  // collection thread only, by biz type index
-  Window window_;
-
-  mutable std::mutex mutex_;
-  std::vector<Cells> publishedCounts_;
-  double duplicateRatio_;
+  void take(const pqxx::row& row, RowOrigin origin) override;
 };
 
 }  // namespace idem::exporter

@@ -1,7 +1,5 @@
 #include "collectors/requests_collector.hpp"
 
-#include <cmath>
-#include <limits>
 #include <pqxx/pqxx>
 
 #include "collectors/registry.hpp"
@@ -12,10 +10,8 @@
 namespace idem::exporter {
 namespace {
 
-// The columns take() reads after id and created_at.
-constexpr const char* kColumns = "biz_type, trigger_source, outcome";
-
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// The columns take() reads after id, created_at and biz_type.
+constexpr const char* kColumns = "trigger_source, outcome";
 
 // "replayed, in_progress or retired": the hit ratio's outcomes, as idem::isHit decides them.
 std::string hitOutcomes() {
@@ -35,12 +31,7 @@ std::string hitOutcomes() {
 
 RequestsCollector::RequestsCollector(std::shared_ptr<BizTypes> bizTypes, ReaderLimits limits,
                                      ReadStats& stats)
-    : bizTypes_(std::move(bizTypes)),
-      reader_(tableQueries("idem.attempts", kColumns), limits, stats.table("attempts")),
-      window_(limits.window),
-      hitRatio_(kNaN) {
-  retryRatio_.fill(kNaN);
-}
+    : CountingCollector(std::move(bizTypes), "attempts", kColumns, limits, stats) {}
 
 void RequestsCollector::take(const pqxx::row& row, RowOrigin origin) {
   const auto source = tryParse<TriggerSource>(row[3].c_str());
@@ -50,41 +41,18 @@ void RequestsCollector::take(const pqxx::row& row, RowOrigin origin) {
             row[3].c_str() + "' or outcome '" + row[4].c_str() + "', not counted");
     return;
   }
-  if (origin != RowOrigin::BeforeStart) {
-    bool overflow = false;
-    const std::size_t biz = bizTypes_->intern(row[2].c_str(), &overflow);
-    if (overflow) bizTypes_->countOverflow();
-    if (counts_.size() <= biz) counts_.resize(biz + 1, Cells{});
-    ++counts_[biz][cell(*source, *outcome)];
-  } else {
-    bizTypes_->intern(row[2].c_str());
+  if (requests::Cells* cells = cellsFor(row, origin)) {
+    ++(*cells)[requests::cell(*source, *outcome)];
   }
   const double createdAt = row[1].as<double>();
-  window_.add(createdAt, kAll);
-  if (isHit(*outcome)) window_.add(createdAt, kHits);
-  if (!isFirstAttempt(*source)) window_.add(createdAt, kFirstRetry + retryIndexOf(*source));
-}
-
-void RequestsCollector::update(pqxx::connection& connection) {
-  reader_.pollAndPublish(
-      connection, [this](const pqxx::row& row, RowOrigin origin) { take(row, origin); },
-      [this] { publish(); });
-}
-
-void RequestsCollector::publish() {
-  const Window::Counts w = window_.sum(reader_.snapshotTime());
-  std::lock_guard lock(mutex_);
-  publishedCounts_ = counts_;
-  if (!reader_.started()) return;  // no window yet: the ratios stay NaN
-  const auto all = static_cast<double>(w[kAll]);
-  hitRatio_ = w[kAll] == 0 ? kNaN : static_cast<double>(w[kHits]) / all;
-  for (std::size_t i = 0; i < retryRatio_.size(); ++i) {
-    retryRatio_[i] = w[kAll] == 0 ? kNaN : static_cast<double>(w[kFirstRetry + i]) / all;
+  window().add(createdAt, kAll);
+  if (isHit(*outcome)) window().add(createdAt, requests::kHits);
+  if (!isFirstAttempt(*source)) {
+    window().add(createdAt, requests::kFirstRetry + retryIndexOf(*source));
   }
 }
 
 void RequestsCollector::collect(std::vector<prometheus::MetricFamily>& out) const {
-  const std::vector<std::string> bizNames = bizTypes_->names();
   auto total = makeFamily("idempotency_requests_total",
                           "Requests that reached the idempotency layer (rows of idem.attempts "
                           "committed since the exporter started), as of the last collection.",
@@ -98,24 +66,22 @@ void RequestsCollector::collect(std::vector<prometheus::MetricFamily>& out) cons
                           "Share of requests over --ratio-window sent as a retry by source, as of "
                           "the last collection; NaN without requests.",
                           prometheus::MetricType::Gauge);
-  {
-    std::lock_guard lock(mutex_);
-    for (std::size_t b = 0; b < bizNames.size(); ++b) {
-      const Cells cells = b < publishedCounts_.size() ? publishedCounts_[b] : Cells{};
-      for (TriggerSource s : allValues<TriggerSource>()) {
-        for (Outcome o : allValues<Outcome>()) {
-          addSample(total,
-                    {{"biz_type", bizNames[b]},
-                     {"source", std::string(format(s))},
-                     {"outcome", std::string(format(o))}},
-                    static_cast<double>(cells[cell(s, o)]));
-        }
+  const Snapshot published = snapshot();
+  for (const auto& [biz, cells] : published.byBizType) {
+    for (TriggerSource s : allValues<TriggerSource>()) {
+      for (Outcome o : allValues<Outcome>()) {
+        addSample(total,
+                  {{"biz_type", biz},
+                   {"source", std::string(format(s))},
+                   {"outcome", std::string(format(o))}},
+                  static_cast<double>(cells[requests::cell(s, o)]));
       }
     }
-    addSample(hit, {}, hitRatio_);
-    for (TriggerSource s : kRetrySources) {
-      addSample(retry, {{"source", std::string(format(s))}}, retryRatio_[retryIndexOf(s)]);
-    }
+  }
+  addSample(hit, {}, published.shares[requests::kHits]);
+  for (TriggerSource s : kRetrySources) {
+    addSample(retry, {{"source", std::string(format(s))}},
+              published.shares[requests::kFirstRetry + retryIndexOf(s)]);
   }
   out.push_back(std::move(total));
   out.push_back(std::move(hit));

@@ -1,5 +1,6 @@
 #include "collectors/self_health_collector.hpp"
 
+#include <array>
 #include <cstdio>
 
 #include "idem/build_info.hpp"
@@ -10,6 +11,93 @@ namespace {
 
 const std::vector<double> kDurationBounds{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                           0.25,  0.5,    1,     2.5,  5,     10};
+
+using prometheus::MetricType;
+using enum prometheus::MetricType;
+
+enum Family : std::size_t {
+  kDbUp,
+  kDuration,
+  kErrors,
+  kLastSuccess,
+  kRowsRead,
+  kOpenGaps,
+  kGapsResolved,
+  kBizTypesOverflow,
+  kBuildInfo,
+  kCollectorDuration,
+  kCollectorSuccess,
+  kStandby,
+  kReplayLag,
+  kFamilyCount
+};
+
+struct FamilyText {
+  Family family;
+  const char* name;
+  const char* help;
+  MetricType type;
+};
+
+// The families, in the order a scrape lists them: those always there, then those that appear
+// with their first sample (a collector's first update, the first connection, a standby).
+constexpr std::array<FamilyText, 9> kAlwaysPublished{{
+    {kDbUp, "idempotency_exporter_db_up",
+     "1 when the last collection reached the database, 0 otherwise.", Gauge},
+    {kDuration, "idempotency_exporter_collect_duration_seconds",
+     "Duration of collections (all collectors due, one after another).", Histogram},
+    {kErrors, "idempotency_exporter_collect_errors_total",
+     "Failed collection steps by stage (connect or a collector's name).", Counter},
+    {kLastSuccess, "idempotency_exporter_last_collect_success_timestamp_seconds",
+     "When the last collection in which every collector succeeded ended, seconds since the epoch; "
+     "0 before the first.",
+     Gauge},
+    {kRowsRead, "idempotency_exporter_rows_read_total",
+     "Rows the incremental readers fetched, by table (new rows, late rows of gaps and the ratio "
+     "window read at start).",
+     Counter},
+    {kOpenGaps, "idempotency_exporter_open_gaps",
+     "Ids below the high-water mark whose rows are not visible yet (running or rolled-back "
+     "transactions), by table, as of the last collection.",
+     Gauge},
+    {kGapsResolved, "idempotency_exporter_gaps_resolved_total",
+     "Gaps no longer tracked, by table and resolution: filled (the row committed late and was "
+     "counted), expired (proven never to fill), abandoned (over --max-tracked-gaps; a late row "
+     "would be missed).",
+     Counter},
+    {kBizTypesOverflow, "idempotency_exporter_biz_types_overflow_total",
+     "Rows (requests, fund flows) counted under biz_type=\"other\" because --max-biz-types "
+     "distinct biz types were already kept.",
+     Counter},
+    {kBuildInfo, "idempotency_exporter_build_info",
+     "Version and git revision of idemwatch-exporter; always 1.", Gauge},
+}};
+constexpr std::array<FamilyText, 4> kPublishedWithFirstSample{{
+    {kCollectorDuration, "idempotency_exporter_collector_duration_seconds",
+     "How long each collector's last update took.", Gauge},
+    {kCollectorSuccess, "idempotency_exporter_collector_success",
+     "Whether each collector's last update succeeded (1) or failed (0).", Gauge},
+    {kStandby, "idempotency_exporter_db_standby",
+     "1 when the database is a hot standby (in recovery), 0 on a primary; absent before the first "
+     "connection.",
+     Gauge},
+    {kReplayLag, "idempotency_exporter_replay_lag_seconds",
+     "On a hot standby, how far its replay is behind the primary: 0 when it has replayed all it "
+     "received, else the age of the last replayed commit. Absent on a primary.",
+     Gauge},
+}};
+
+// So that no family's samples are built and never published.
+constexpr bool eachFamilyListedOnce() {
+  std::array<int, kFamilyCount> listed{};
+  for (const FamilyText& t : kAlwaysPublished) ++listed[t.family];
+  for (const FamilyText& t : kPublishedWithFirstSample) ++listed[t.family];
+  for (int n : listed) {
+    if (n != 1) return false;
+  }
+  return true;
+}
+static_assert(eachFamilyListedOnce());
 
 }  // namespace
 
@@ -68,88 +156,40 @@ void SelfHealthCollector::recordCollection(std::chrono::duration<double> duratio
 }
 
 void SelfHealthCollector::collect(std::vector<prometheus::MetricFamily>& out) const {
-  using prometheus::MetricType;
-  auto dbUp = makeFamily("idempotency_exporter_db_up",
-                         "1 when the last collection reached the database, 0 otherwise.",
-                         MetricType::Gauge);
-  auto duration = makeFamily("idempotency_exporter_collect_duration_seconds",
-                             "Duration of collections (all collectors due, one after another).",
-                             MetricType::Histogram);
-  auto errors = makeFamily("idempotency_exporter_collect_errors_total",
-                           "Failed collection steps by stage (connect or a collector's name).",
-                           MetricType::Counter);
-  auto collectorDuration =
-      makeFamily("idempotency_exporter_collector_duration_seconds",
-                 "How long each collector's last update took.", MetricType::Gauge);
-  auto collectorSuccess = makeFamily(
-      "idempotency_exporter_collector_success",
-      "Whether each collector's last update succeeded (1) or failed (0).", MetricType::Gauge);
-  auto standby = makeFamily("idempotency_exporter_db_standby",
-                            "1 when the database is a hot standby (in recovery), 0 on a primary; "
-                            "absent before the first connection.",
-                            MetricType::Gauge);
-  auto replayLag = makeFamily("idempotency_exporter_replay_lag_seconds",
-                              "On a hot standby, how far its replay is behind the primary: 0 when "
-                              "it has replayed all it received, else the age of the last replayed "
-                              "commit. Absent on a primary.",
-                              MetricType::Gauge);
-  auto last = makeFamily("idempotency_exporter_last_collect_success_timestamp_seconds",
-                         "When the last collection in which every collector succeeded ended, "
-                         "seconds since the epoch; 0 before the first.",
-                         MetricType::Gauge);
-  auto rows = makeFamily("idempotency_exporter_rows_read_total",
-                         "Rows the incremental readers fetched, by table (new rows, late rows of "
-                         "gaps and the ratio window read at start).",
-                         MetricType::Counter);
-  auto gaps = makeFamily("idempotency_exporter_open_gaps",
-                         "Ids below the high-water mark whose rows are not visible yet (running or "
-                         "rolled-back transactions), by table, as of the last collection.",
-                         MetricType::Gauge);
-  auto resolved = makeFamily("idempotency_exporter_gaps_resolved_total",
-                             "Gaps no longer tracked, by table and resolution: filled (the row "
-                             "committed late and was counted), expired (proven never to fill), "
-                             "abandoned (over --max-tracked-gaps; a late row would be missed).",
-                             MetricType::Counter);
-  auto overflow = makeFamily("idempotency_exporter_biz_types_overflow_total",
-                             "Rows (requests, fund flows) counted under biz_type=\"other\" "
-                             "because --max-biz-types distinct biz types were already kept.",
-                             MetricType::Counter);
-  addSample(overflow, {}, static_cast<double>(bizTypes_.overflowRows()));
-  auto build =
-      makeFamily("idempotency_exporter_build_info",
-                 "Version and git revision of idemwatch-exporter; always 1.", MetricType::Gauge);
+  std::array<prometheus::MetricFamily, kFamilyCount> f;
+  for (const FamilyText& t : kAlwaysPublished) f[t.family] = makeFamily(t.name, t.help, t.type);
+  for (const FamilyText& t : kPublishedWithFirstSample) {
+    f[t.family] = makeFamily(t.name, t.help, t.type);
+  }
+  addSample(f[kBizTypesOverflow], {}, static_cast<double>(bizTypes_.overflowRows()));
   {
     std::lock_guard lock(mutex_);
-    addSample(dbUp, {}, dbUp_ ? 1 : 0);
-    addHistogram(duration, {}, kDurationBounds, buckets_, count_, sum_);
+    addSample(f[kDbUp], {}, dbUp_ ? 1 : 0);
+    addHistogram(f[kDuration], {}, kDurationBounds, buckets_, count_, sum_);
     for (const auto& [stage, n] : errors_)
-      addSample(errors, {{"stage", stage}}, static_cast<double>(n));
-    addSample(last, {}, lastSuccess_);
+      addSample(f[kErrors], {{"stage", stage}}, static_cast<double>(n));
+    addSample(f[kLastSuccess], {}, lastSuccess_);
     for (const auto& [name, run] : collectorRuns_) {
-      addSample(collectorDuration, {{"collector", name}}, run.seconds);
-      addSample(collectorSuccess, {{"collector", name}}, run.succeeded ? 1 : 0);
+      addSample(f[kCollectorDuration], {{"collector", name}}, run.seconds);
+      addSample(f[kCollectorSuccess], {{"collector", name}}, run.succeeded ? 1 : 0);
     }
-    if (standby_) addSample(standby, {}, *standby_ ? 1 : 0);
-    if (replayLag_) addSample(replayLag, {}, *replayLag_);
+    if (standby_) addSample(f[kStandby], {}, *standby_ ? 1 : 0);
+    if (replayLag_) addSample(f[kReplayLag], {}, *replayLag_);
   }
   for (const TableReadStats& t : readStats_.tables()) {
-    addSample(rows, {{"table", t.table}}, static_cast<double>(t.rowsRead.load()));
-    addSample(gaps, {{"table", t.table}}, static_cast<double>(t.openGaps.load()));
-    addSample(resolved, {{"table", t.table}, {"resolution", "filled"}},
+    addSample(f[kRowsRead], {{"table", t.table}}, static_cast<double>(t.rowsRead.load()));
+    addSample(f[kOpenGaps], {{"table", t.table}}, static_cast<double>(t.openGaps.load()));
+    addSample(f[kGapsResolved], {{"table", t.table}, {"resolution", "filled"}},
               static_cast<double>(t.gapsFilled.load()));
-    addSample(resolved, {{"table", t.table}, {"resolution", "expired"}},
+    addSample(f[kGapsResolved], {{"table", t.table}, {"resolution", "expired"}},
               static_cast<double>(t.gapsExpired.load()));
-    addSample(resolved, {{"table", t.table}, {"resolution", "abandoned"}},
+    addSample(f[kGapsResolved], {{"table", t.table}, {"resolution", "abandoned"}},
               static_cast<double>(t.gapsAbandoned.load()));
   }
-  addSample(build, {{"version", IDEMWATCH_VERSION}, {"revision", buildRevision()}}, 1);
-  for (auto* f : {&dbUp, &duration, &errors, &last, &rows, &gaps, &resolved, &overflow, &build}) {
-    out.push_back(std::move(*f));
-  }
-  // These appear with their first sample: a collector's first update, the first connection, a
-  // standby.
-  for (auto* f : {&collectorDuration, &collectorSuccess, &standby, &replayLag}) {
-    if (!f->metric.empty()) out.push_back(std::move(*f));
+  addSample(f[kBuildInfo], {{"version", IDEMWATCH_VERSION}, {"revision", buildRevision()}}, 1);
+  for (const FamilyText& t : kAlwaysPublished) out.push_back(std::move(f[t.family]));
+  for (const FamilyText& t : kPublishedWithFirstSample) {
+    if (!f[t.family].metric.empty()) out.push_back(std::move(f[t.family]));
   }
 }
 
