@@ -27,6 +27,7 @@
 #include "models/settle_evidence.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/trace_story_model.hpp"
 #include "models/transition_model.hpp"
 #include "models/utf8_text.hpp"
 
@@ -454,6 +455,70 @@ class TestAdminUnits : public QObject {
       QVERIFY(!m->headerData(m->columnCount(), Qt::Horizontal).isValid());
       QVERIFY(!m->headerData(-1, Qt::Horizontal).isValid());
     }
+  }
+
+  void traceStoryShowsEachKindOfEventFromItsTypedValues() {
+    TraceStoryModel model;
+    QAbstractItemModelTester t(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    StoryEvent attempt;
+    attempt.eventId = 7;
+    attempt.key = "pay-1";
+    attempt.source = TriggerSource::Llm;
+    attempt.outcome = Outcome::PayloadMismatch;
+    StoryEvent created;
+    created.kind = StoryEventKind::Transition;
+    created.eventId = 7;  // an attempt's id and a transition's id may be equal
+    created.toStatus = RecordStatus::Processing;
+    created.actor = "alice";
+    created.actorKind = ActorKind::Operator;
+    StoryEvent expiry = created;
+    expiry.kind = StoryEventKind::LeaseExpiry;
+    expiry.eventId = 8;
+    expiry.fromStatus = RecordStatus::Processing;
+    expiry.toStatus = RecordStatus::Unknown;
+    expiry.actorKind.reset();
+    expiry.reason = "lease expired";
+    StoryEvent flow;
+    flow.kind = StoryEventKind::FundFlow;
+    flow.eventId = 7;
+    flow.flowKind = FundFlowKind::Freeze;
+    model.setEvents({attempt, created, expiry, flow});
+    QCOMPARE(model.rowCount(), 4);
+    QCOMPARE(attempt.identity(), std::string("attempt#7"));
+    QCOMPARE(expiry.identity(), std::string("transition#8"));
+    QCOMPARE(flow.identity(), std::string("fund_flow#7"));
+
+    const auto cell = [&](int row, int column) {
+      return model.index(row, column).data().toString();
+    };
+    QCOMPARE(cell(0, TraceStoryModel::Event), QStringLiteral("attempt"));
+    QCOMPARE(cell(0, TraceStoryModel::Source), QStringLiteral("llm"));
+    QCOMPARE(cell(0, TraceStoryModel::Outcome), QStringLiteral("payload_mismatch"));
+    QCOMPARE(
+        model.index(0, TraceStoryModel::Outcome).data(Qt::ForegroundRole).value<QBrush>().color(),
+        outcomeForeground(Outcome::PayloadMismatch));
+    QVERIFY(cell(0, TraceStoryModel::FromTo).isEmpty() &&
+            cell(0, TraceStoryModel::Actor).isEmpty());
+    QCOMPARE(cell(1, TraceStoryModel::FromTo), QStringLiteral("(new) \u2192 PROCESSING"));
+    QCOMPARE(cell(1, TraceStoryModel::Actor), QStringLiteral("alice (operator)"));
+    // The lease expiry is the transition the database recorded.
+    QCOMPARE(cell(2, TraceStoryModel::Event), QStringLiteral("transition"));
+    QCOMPARE(model.index(2, 0).data(TraceStoryModel::EventRole).toString(),
+             QStringLiteral("transition"));
+    QVERIFY(model.index(2, TraceStoryModel::Event).data(Qt::FontRole).value<QFont>().italic());
+    QCOMPARE(cell(2, TraceStoryModel::FromTo), QStringLiteral("PROCESSING \u2192 UNKNOWN"));
+    QCOMPARE(cell(2, TraceStoryModel::Actor), QStringLiteral("alice"));
+    QCOMPARE(cell(2, TraceStoryModel::Reason), QStringLiteral("lease expired"));
+    QCOMPARE(
+        model.index(2, TraceStoryModel::FromTo).data(Qt::ForegroundRole).value<QBrush>().color(),
+        statusForeground(RecordStatus::Unknown));
+    // A flow without an amount or a gateway reference: its kind alone, no tooltip.
+    QCOMPARE(cell(3, TraceStoryModel::Event), QStringLiteral("fund_flow"));
+    QCOMPARE(cell(3, TraceStoryModel::Flow), QStringLiteral("FREEZE"));
+    QVERIFY(!model.index(3, TraceStoryModel::Flow).data(Qt::ToolTipRole).isValid());
+    QVERIFY(model.index(3, TraceStoryModel::Event).data(Qt::FontRole).value<QFont>().bold());
+    QVERIFY(!model.index(0, TraceStoryModel::Event).data(Qt::FontRole).isValid());
+    QVERIFY(model.index(3, 0).data(TraceStoryModel::BizTypeRole).toString().isEmpty());
   }
 
   void tonesThatMeanAStatusWearItsColour() {

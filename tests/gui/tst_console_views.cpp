@@ -315,9 +315,13 @@ class TestConsoleViews : public QObject {
     QVERIFY2(v->lastError().isEmpty(), qPrintable(v->lastError()));
 
     std::vector<std::string> shown;
-    for (const AuditEvent& e : v->model()->rows()) {
-      shown.push_back(e.event + " " + e.idempotencyKey.value_or("-") + " " +
-                      e.triggerSource.value_or(e.toStatus.value_or(e.flowKind.value_or("-"))));
+    for (const StoryEvent& e : v->model()->rows()) {
+      const std::string_view what = e.source     ? format(*e.source)
+                                    : e.toStatus ? format(*e.toStatus)
+                                    : e.flowKind ? format(*e.flowKind)
+                                                 : "-";
+      shown.push_back(std::string(eventTable(e.kind)) + " " + (e.key.empty() ? "-" : e.key) + " " +
+                      std::string(what));
     }
     QCOMPARE(shown,
              test::keysBySql(*db_,
