@@ -5,7 +5,6 @@
 #include <pqxx/pqxx>
 
 #include "idem/database_error.hpp"
-#include "models/column_titles.hpp"
 #include "models/money_text.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
@@ -40,10 +39,6 @@ std::vector<StoryEvent> readTraceStory(pqxx::connection& c, const StoryQuery& qu
     tx.commit();
     return events;
   });
-}
-
-int TraceStoryModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : ColumnCount;
 }
 
 QVariant TraceStoryModel::display(const StoryEvent& e, int column) const {
@@ -120,14 +115,6 @@ QVariant TraceStoryModel::cellData(const StoryEvent& e, int column, int role) co
     default:
       return {};
   }
-}
-
-QVariant TraceStoryModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  static constexpr auto kTitles =
-      columnTitles("When", "Event", "Idempotency key", "Source", "Outcome", "From \u2192 to",
-                   "Actor", "Flow", "Reason", "Agent", "Trace");
-  static_assert(kTitles.size() == ColumnCount);
-  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

@@ -44,6 +44,9 @@ class TraceStoryModel : public KeyedRowsModel<StoryEvent, std::string> {
     Trace,
     ColumnCount
   };
+  static constexpr auto kTitles =
+      columnTitles<ColumnCount>("When", "Event", "Idempotency key", "Source", "Outcome",
+                                "From \u2192 to", "Actor", "Flow", "Reason", "Agent", "Trace");
   enum Roles {
     EventRole = Qt::UserRole,  // QString: attempt, transition, fund_flow (eventTable)
     BizTypeRole,               // QString, empty when the event has no business object
@@ -55,11 +58,8 @@ class TraceStoryModel : public KeyedRowsModel<StoryEvent, std::string> {
 
   void setEvents(std::vector<StoryEvent> events) { replaceRows(std::move(events)); }
 
-  int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant headerData(int section, Qt::Orientation orientation,
-                      int role = Qt::DisplayRole) const override;
-
  protected:
+  std::span<const char* const> titles() const override { return kTitles; }
   QVariant cellData(const StoryEvent& e, int column, int role) const override;
   std::string keyOf(const StoryEvent& e) const override { return e.identity(); }
   bool sameContent(const StoryEvent&, const StoryEvent&) const override { return true; }  // history

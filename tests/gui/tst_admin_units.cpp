@@ -15,13 +15,17 @@
 
 #include "models/age_text.hpp"
 #include "models/attempt_model.hpp"
+#include "models/bulk_settle.hpp"
 #include "models/connection_profile.hpp"
 #include "models/csv_writer.hpp"
 #include "models/fund_flow_model.hpp"
 #include "models/keyed_rows_model.hpp"
 #include "models/money_text.hpp"
+#include "models/overcharge_model.hpp"
+#include "models/reconciliation_model.hpp"
 #include "models/reconnect_backoff.hpp"
 #include "models/record_page_query.hpp"
+#include "models/record_table_model.hpp"
 #include "models/request_tracker.hpp"
 #include "models/settle_availability.hpp"
 #include "models/settle_evidence.hpp"
@@ -46,13 +50,14 @@ struct Item {
 class ItemModel : public KeyedRowsModel<Item, int> {
  public:
   using KeyedRowsModel::KeyedRowsModel;
-  int columnCount(const QModelIndex& parent = {}) const override {
-    return parent.isValid() ? 0 : 2;
-  }
   void set(std::vector<Item> items) { replaceRows(std::move(items)); }
   void append(std::vector<Item> items) { appendRows(std::move(items)); }
 
  protected:
+  std::span<const char* const> titles() const override {
+    static constexpr auto kTitles = columnTitles<2>("Key", "Value");
+    return kTitles;
+  }
   QVariant cellData(const Item& i, int column, int role) const override {
     if (role != Qt::DisplayRole) return {};
     return column == 0 ? i.key : i.value;
@@ -445,8 +450,34 @@ class TestAdminUnits : public QObject {
     FundFlowModel flows;
     QCOMPARE(flows.headerData(FundFlowModel::Id, Qt::Horizontal).toString(),
              QStringLiteral("Flow"));
-    for (QAbstractItemModel* m :
-         std::initializer_list<QAbstractItemModel*>{&attempts, &transitions, &flows}) {
+    TraceStoryModel story;
+    QCOMPARE(story.headerData(TraceStoryModel::FromTo, Qt::Horizontal).toString(),
+             QStringLiteral("From \u2192 to"));
+    QCOMPARE(story.columnCount(), static_cast<int>(TraceStoryModel::ColumnCount));
+    story.setEvents({StoryEvent{}});
+    QCOMPARE(story.columnCount(story.index(0, 0)), 0);  // a table: rows have no children
+    ReconciliationModel reconciliation;
+    QCOMPARE(reconciliation.headerData(ReconciliationModel::At, Qt::Horizontal).toString(),
+             QStringLiteral("Charged / succeeded at"));
+    OverchargeModel overcharges;
+    BulkResultModel results;
+    QCOMPARE(results.headerData(BulkResultModel::Message, Qt::Horizontal).toString(),
+             QStringLiteral("Message"));
+    // The records table adds tooltips to three of its titles.
+    RecordTableModel records(nullptr);
+    QCOMPARE(records.columnCount(), static_cast<int>(RecordTableModel::ColumnCount));
+    QCOMPARE(records.headerData(RecordTableModel::Key, Qt::Horizontal).toString(),
+             QStringLiteral("Idempotency key"));
+    QVERIFY(records.headerData(RecordTableModel::Age, Qt::Horizontal, Qt::ToolTipRole)
+                .toString()
+                .contains(QStringLiteral("updated_at")));
+    QVERIFY(
+        !records.headerData(RecordTableModel::Status, Qt::Horizontal, Qt::ToolTipRole).isValid());
+    QVERIFY(!records.headerData(RecordTableModel::Age, Qt::Vertical, Qt::ToolTipRole).isValid());
+    QVERIFY(!records.headerData(RecordTableModel::Age, Qt::Vertical).isValid());
+    QVERIFY(!records.headerData(RecordTableModel::ColumnCount, Qt::Horizontal).isValid());
+    for (QAbstractItemModel* m : std::initializer_list<QAbstractItemModel*>{
+             &attempts, &transitions, &flows, &story, &reconciliation, &overcharges, &results}) {
       for (int c = 0; c < m->columnCount(); ++c) {
         QVERIFY(!m->headerData(c, Qt::Horizontal).toString().isEmpty());
         QVERIFY(!m->headerData(c, Qt::Vertical).isValid());
@@ -491,12 +522,13 @@ class TestAdminUnits : public QObject {
     const auto cell = [&](int row, int column) {
       return model.index(row, column).data().toString();
     };
+    const auto colour = [&](int row, int column) {
+      return model.index(row, column).data(Qt::ForegroundRole).value<QBrush>().color();
+    };
     QCOMPARE(cell(0, TraceStoryModel::Event), QStringLiteral("attempt"));
     QCOMPARE(cell(0, TraceStoryModel::Source), QStringLiteral("llm"));
     QCOMPARE(cell(0, TraceStoryModel::Outcome), QStringLiteral("payload_mismatch"));
-    QCOMPARE(
-        model.index(0, TraceStoryModel::Outcome).data(Qt::ForegroundRole).value<QBrush>().color(),
-        outcomeForeground(Outcome::PayloadMismatch));
+    QCOMPARE(colour(0, TraceStoryModel::Outcome), outcomeForeground(Outcome::PayloadMismatch));
     QVERIFY(cell(0, TraceStoryModel::FromTo).isEmpty() &&
             cell(0, TraceStoryModel::Actor).isEmpty());
     QCOMPARE(cell(1, TraceStoryModel::FromTo), QStringLiteral("(new) \u2192 PROCESSING"));
@@ -509,9 +541,7 @@ class TestAdminUnits : public QObject {
     QCOMPARE(cell(2, TraceStoryModel::FromTo), QStringLiteral("PROCESSING \u2192 UNKNOWN"));
     QCOMPARE(cell(2, TraceStoryModel::Actor), QStringLiteral("alice"));
     QCOMPARE(cell(2, TraceStoryModel::Reason), QStringLiteral("lease expired"));
-    QCOMPARE(
-        model.index(2, TraceStoryModel::FromTo).data(Qt::ForegroundRole).value<QBrush>().color(),
-        statusForeground(RecordStatus::Unknown));
+    QCOMPARE(colour(2, TraceStoryModel::FromTo), statusForeground(RecordStatus::Unknown));
     // A flow without an amount or a gateway reference: its kind alone, no tooltip.
     QCOMPARE(cell(3, TraceStoryModel::Event), QStringLiteral("fund_flow"));
     QCOMPARE(cell(3, TraceStoryModel::Flow), QStringLiteral("FREEZE"));
