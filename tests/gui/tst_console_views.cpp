@@ -82,13 +82,6 @@ std::vector<std::string> overchargeLines(const OverchargeModel& m) {
   return lines;
 }
 
-int rowOf(const ReconciliationModel& m, const std::string& bizId, MoneyQuestion q) {
-  for (int i = 0; i < m.rowCount(); ++i) {
-    if (m.rowAt(i)->bizId == bizId && m.rowAt(i)->question == q) return i;
-  }
-  return -1;
-}
-
 // Every text column of the Trace audit's rows but When, " | " between them, as the table shows it.
 std::vector<std::string> auditLines(const TraceStoryModel& m) {
   std::vector<std::string> lines;
@@ -100,6 +93,13 @@ std::vector<std::string> auditLines(const TraceStoryModel& m) {
     lines.push_back(cells.join(QStringLiteral(" | ")).toStdString());
   }
   return lines;
+}
+
+int rowOf(const ReconciliationModel& m, const std::string& bizId, MoneyQuestion q) {
+  for (int i = 0; i < m.rowCount(); ++i) {
+    if (m.rowAt(i)->bizId == bizId && m.rowAt(i)->question == q) return i;
+  }
+  return -1;
 }
 
 }  // namespace

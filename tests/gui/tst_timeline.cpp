@@ -27,9 +27,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr const char* kFirstKey = "pay:ord-incident:try-1";
-constexpr const char* kRetryKey = "pay:ord-incident:llm-retry";
-
 QString childText(const QGraphicsItem* item) {
   QStringList texts;
   for (const QGraphicsItem* c : item->childItems()) {
@@ -45,6 +42,10 @@ class TestTimeline : public QObject {
 
   std::unique_ptr<test::TestDatabase> db_;
   std::unique_ptr<DatabaseSession> session_;
+
+  // The incident's two keys: the first try (re-driven by the callback) and the LLM's retry.
+  static constexpr const char* kFirstKey = "pay:ord-incident:try-1";
+  static constexpr const char* kRetryKey = "pay:ord-incident:llm-retry";
 
   void simulateIncident() {
     auto c = db_->connect();
@@ -84,9 +85,8 @@ class TestTimeline : public QObject {
   void initTestCase() {
     db_ = std::make_unique<test::TestDatabase>("tst_timeline");
     simulateIncident();
-    session_ = std::make_unique<DatabaseSession>();
-    session_->open(test::settingsFor(db_->dsn()));
-    QTRY_VERIFY_WITH_TIMEOUT(session_->isConnected(), 15000);
+    session_ = test::connectedSession(db_->dsn());
+    QVERIFY(session_->isConnected());
   }
 
   void cleanupTestCase() { session_.reset(); }
