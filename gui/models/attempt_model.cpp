@@ -3,16 +3,11 @@
 #include <QBrush>
 #include <QColor>
 
-#include "models/column_titles.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
 #include "models/utf8_text.hpp"
 
 namespace idem::admin {
-
-int AttemptModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : ColumnCount;
-}
 
 QVariant AttemptModel::cellData(const Attempt& a, int column, int role) const {
   switch (role) {
@@ -55,13 +50,6 @@ QVariant AttemptModel::cellData(const Attempt& a, int column, int role) const {
     default:
       return {};
   }
-}
-
-QVariant AttemptModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  static constexpr auto kTitles =
-      columnTitles("When", "Source", "Outcome", "Agent", "Trace", "Request hash");
-  static_assert(kTitles.size() == ColumnCount);
-  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

@@ -15,17 +15,16 @@ class AttemptModel : public KeyedRowsModel<Attempt, std::int64_t> {
 
  public:
   enum Columns { When, Source, Outcome, Agent, Trace, RequestHash, ColumnCount };
+  static constexpr auto kTitles =
+      columnTitles<ColumnCount>("When", "Source", "Outcome", "Agent", "Trace", "Request hash");
   enum Roles { OutcomeRole = Qt::UserRole, ExportRole };
 
   using KeyedRowsModel::KeyedRowsModel;
 
   void setAttempts(std::vector<Attempt> attempts) { replaceRows(std::move(attempts)); }
 
-  int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant headerData(int section, Qt::Orientation orientation,
-                      int role = Qt::DisplayRole) const override;
-
  protected:
+  std::span<const char* const> titles() const override { return kTitles; }
   QVariant cellData(const Attempt& a, int column, int role) const override;
   std::int64_t keyOf(const Attempt& a) const override { return a.id; }
   bool sameContent(const Attempt&, const Attempt&) const override { return true; }  // append-only

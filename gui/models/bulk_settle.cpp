@@ -8,7 +8,6 @@
 #include <unordered_set>
 
 #include "idem/database_error.hpp"
-#include "models/column_titles.hpp"
 #include "models/database_session.hpp"
 #include "models/database_worker.hpp"
 #include "models/record_page_query.hpp"
@@ -17,10 +16,6 @@
 
 namespace idem::admin {
 namespace {
-
-constexpr auto kTitles =
-    columnTitles("Idempotency key", "Listed version", "Result", "Code", "Version now", "Message");
-static_assert(kTitles.size() == BulkResultModel::ColumnCount);
 
 QString number(qint64 n) {
   return QLocale(QLocale::English).toString(n);
@@ -140,14 +135,6 @@ void settleChunk(pqxx::connection& c, const std::vector<BulkTarget>& chunk,
       if (e.endsSession()) throw;  // the worker reconnects; the run stops here
     }
   }
-}
-
-int BulkResultModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : ColumnCount;
-}
-
-QVariant BulkResultModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  return columnTitle(kTitles, section, orientation, role);
 }
 
 QVariant BulkResultModel::cellData(const BulkResult& r, int column, int role) const {

@@ -83,6 +83,8 @@ class BulkResultModel : public KeyedRowsModel<BulkResult, std::string> {
 
  public:
   enum Columns { Key, ExpectedVersion, Result, Code, Version, Message, ColumnCount };
+  static constexpr auto kTitles = columnTitles<ColumnCount>(
+      "Idempotency key", "Listed version", "Result", "Code", "Version now", "Message");
   enum Roles {
     KindRole = Qt::UserRole,  // int: BulkResult::Kind
     CodeRole,                 // QString: the result code
@@ -91,10 +93,6 @@ class BulkResultModel : public KeyedRowsModel<BulkResult, std::string> {
 
   using KeyedRowsModel::KeyedRowsModel;
 
-  int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant headerData(int section, Qt::Orientation orientation,
-                      int role = Qt::DisplayRole) const override;
-
   void append(std::vector<BulkResult> results) { appendRows(std::move(results)); }
   void clear() { resetRows(); }
   int count(BulkResult::Kind kind) const;
@@ -102,6 +100,7 @@ class BulkResultModel : public KeyedRowsModel<BulkResult, std::string> {
   QString summary() const;
 
  protected:
+  std::span<const char* const> titles() const override { return kTitles; }
   QVariant cellData(const BulkResult& r, int column, int role) const override;
   std::string keyOf(const BulkResult& r) const override { return r.key; }
   bool sameContent(const BulkResult&, const BulkResult&) const override { return false; }

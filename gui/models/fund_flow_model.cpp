@@ -4,7 +4,6 @@
 #include <QFont>
 #include <algorithm>
 
-#include "models/column_titles.hpp"
 #include "models/money_text.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
@@ -39,10 +38,6 @@ void FundFlowModel::setMarkingMoneyMovement(bool on) {
 int FundFlowModel::duplicateCount() const {
   return static_cast<int>(
       std::count_if(rows_.begin(), rows_.end(), [](const FundFlow& f) { return f.isDuplicate(); }));
-}
-
-int FundFlowModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : ColumnCount;
 }
 
 QVariant FundFlowModel::cellData(const FundFlow& f, int column, int role) const {
@@ -129,13 +124,6 @@ QVariant FundFlowModel::cellData(const FundFlow& f, int column, int role) const 
     default:
       return {};
   }
-}
-
-QVariant FundFlowModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  static constexpr auto kTitles = columnTitles("When", "Kind", "Amount", "Gateway ref",
-                                               "Idempotency key", "Duplicate of", "Flow");
-  static_assert(kTitles.size() == ColumnCount);
-  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

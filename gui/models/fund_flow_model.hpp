@@ -17,6 +17,8 @@ class FundFlowModel : public KeyedRowsModel<FundFlow, std::int64_t> {
 
  public:
   enum Columns { When, Kind, Amount, ExternalRef, Key, DuplicateOf, Id, ColumnCount };
+  static constexpr auto kTitles = columnTitles<ColumnCount>(
+      "When", "Kind", "Amount", "Gateway ref", "Idempotency key", "Duplicate of", "Flow");
   enum Roles { IsDuplicateRole = Qt::UserRole, KindRole, ExportRole, MovesMoneyRole };
 
   using KeyedRowsModel::KeyedRowsModel;
@@ -26,11 +28,8 @@ class FundFlowModel : public KeyedRowsModel<FundFlow, std::int64_t> {
   // Marks the flows that count for "money moved" and greys the others (off by default).
   void setMarkingMoneyMovement(bool on);
 
-  int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant headerData(int section, Qt::Orientation orientation,
-                      int role = Qt::DisplayRole) const override;
-
  protected:
+  std::span<const char* const> titles() const override { return kTitles; }
   QVariant cellData(const FundFlow& f, int column, int role) const override;
   std::int64_t keyOf(const FundFlow& f) const override { return f.id; }
   bool sameContent(const FundFlow&, const FundFlow&) const override { return true; }  // append-only

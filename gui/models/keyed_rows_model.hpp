@@ -2,12 +2,15 @@
 // new list and it turns the difference into removes, moves, inserts and dataChanged, never a reset,
 // so the operator's selection, current row and scroll position survive every refresh (a settled
 // record moving to the top of "updated, newest first" keeps its selection: it is moved, not
-// removed and re-inserted).
+// removed and re-inserted). Its columns are its titles(): how many, and the header's text.
 #pragma once
 
 #include <QAbstractTableModel>
+#include <span>
 #include <unordered_set>
 #include <vector>
+
+#include "models/column_titles.hpp"
 
 namespace idem::admin {
 
@@ -18,6 +21,13 @@ class KeyedRowsModel : public QAbstractTableModel {
 
   int rowCount(const QModelIndex& parent = {}) const override {
     return parent.isValid() ? 0 : static_cast<int>(rows_.size());
+  }
+  int columnCount(const QModelIndex& parent = {}) const final {
+    return parent.isValid() ? 0 : static_cast<int>(titles().size());
+  }
+  QVariant headerData(int section, Qt::Orientation orientation,
+                      int role = Qt::DisplayRole) const override {
+    return columnTitle(titles(), section, orientation, role);
   }
 
   // The index checks for every model; each answers for one row and column in cellData().
@@ -36,6 +46,8 @@ class KeyedRowsModel : public QAbstractTableModel {
   const std::vector<Row>& rows() const { return rows_; }
 
  protected:
+  // One title per column in the order of the model's Columns enum (columnTitles<ColumnCount>()).
+  virtual std::span<const char* const> titles() const = 0;
   virtual QVariant cellData(const Row& row, int column, int role) const = 0;
   virtual Key keyOf(const Row& row) const = 0;
   virtual bool sameContent(const Row& a, const Row& b) const = 0;

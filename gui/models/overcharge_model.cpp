@@ -7,7 +7,6 @@
 
 #include "idem/database_error.hpp"
 #include "idem/sql_fragments.hpp"
-#include "models/column_titles.hpp"
 #include "models/money_text.hpp"
 #include "models/sql_row.hpp"
 #include "models/status_palette.hpp"
@@ -61,10 +60,6 @@ std::vector<Overcharge> readOvercharges(pqxx::connection& c, std::chrono::second
     tx.commit();
     return rows;
   });
-}
-
-int OverchargeModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : ColumnCount;
 }
 
 QVariant OverchargeModel::display(const Overcharge& o, int column) const {
@@ -147,14 +142,6 @@ QVariant OverchargeModel::cellData(const Overcharge& o, int column, int role) co
     default:
       return {};
   }
-}
-
-QVariant OverchargeModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  static constexpr auto kTitles =
-      columnTitles("Biz type", "Biz id", "Owed", "Charged", "Refunded", "Charges", "Flows",
-                   "Idempotency keys", "Agents", "First charge", "Last flow");
-  static_assert(kTitles.size() == ColumnCount);
-  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

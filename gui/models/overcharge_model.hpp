@@ -54,17 +54,17 @@ class OverchargeModel : public KeyedRowsModel<Overcharge, std::string> {
     LastFlow,
     ColumnCount
   };
+  static constexpr auto kTitles =
+      columnTitles<ColumnCount>("Biz type", "Biz id", "Owed", "Charged", "Refunded", "Charges",
+                                "Flows", "Idempotency keys", "Agents", "First charge", "Last flow");
   enum Roles { OwedMinorRole = Qt::UserRole, ExportRole };
 
   using KeyedRowsModel::KeyedRowsModel;
 
   void setOvercharges(std::vector<Overcharge> rows) { replaceRows(std::move(rows)); }
 
-  int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant headerData(int section, Qt::Orientation orientation,
-                      int role = Qt::DisplayRole) const override;
-
  protected:
+  std::span<const char* const> titles() const override { return kTitles; }
   QVariant cellData(const Overcharge& o, int column, int role) const override;
   std::string keyOf(const Overcharge& o) const override { return o.identity(); }
   bool sameContent(const Overcharge& a, const Overcharge& b) const override { return a == b; }

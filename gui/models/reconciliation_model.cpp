@@ -6,7 +6,6 @@
 
 #include "idem/database_error.hpp"
 #include "idem/sql_fragments.hpp"
-#include "models/column_titles.hpp"
 #include "models/money_text.hpp"
 #include "models/sql_row.hpp"
 #include "models/status_palette.hpp"
@@ -90,10 +89,6 @@ int ReconciliationModel::count(MoneyQuestion question) const {
                     [&](const ReconciliationRow& r) { return r.question == question; }));
 }
 
-int ReconciliationModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : ColumnCount;
-}
-
 QVariant ReconciliationModel::display(const ReconciliationRow& r, int column) const {
   const bool moved = r.question == MoneyQuestion::MovedWithoutSuccess;
   switch (column) {
@@ -173,14 +168,6 @@ QVariant ReconciliationModel::cellData(const ReconciliationRow& r, int column, i
     default:
       return {};
   }
-}
-
-QVariant ReconciliationModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  static constexpr auto kTitles =
-      columnTitles("Question", "Biz type", "Biz id", "Record status", "Idempotency key", "Version",
-                   "Charged", "Charges", "First charge ref", "Charged / succeeded at", "Agent");
-  static_assert(kTitles.size() == ColumnCount);
-  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

@@ -73,6 +73,9 @@ class ReconciliationModel : public KeyedRowsModel<ReconciliationRow, std::string
     Agent,
     ColumnCount
   };
+  static constexpr auto kTitles = columnTitles<ColumnCount>(
+      "Question", "Biz type", "Biz id", "Record status", "Idempotency key", "Version", "Charged",
+      "Charges", "First charge ref", "Charged / succeeded at", "Agent");
   enum Roles {
     QuestionRole = Qt::UserRole,  // int: MoneyQuestion
     RecordKeyRole,                // QString, empty when there is no record
@@ -84,11 +87,8 @@ class ReconciliationModel : public KeyedRowsModel<ReconciliationRow, std::string
   void setRows(std::vector<ReconciliationRow> rows) { replaceRows(std::move(rows)); }
   int count(MoneyQuestion question) const;
 
-  int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant headerData(int section, Qt::Orientation orientation,
-                      int role = Qt::DisplayRole) const override;
-
  protected:
+  std::span<const char* const> titles() const override { return kTitles; }
   QVariant cellData(const ReconciliationRow& r, int column, int role) const override;
   std::string keyOf(const ReconciliationRow& r) const override { return r.identity(); }
   bool sameContent(const ReconciliationRow& a, const ReconciliationRow& b) const override {

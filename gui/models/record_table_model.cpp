@@ -4,7 +4,6 @@
 #include <QFont>
 
 #include "models/age_text.hpp"
-#include "models/column_titles.hpp"
 #include "models/database_session.hpp"
 #include "models/database_worker.hpp"
 #include "models/status_palette.hpp"
@@ -15,10 +14,6 @@ namespace idem::admin {
 
 RecordTableModel::RecordTableModel(DatabaseSession* session, QObject* parent)
     : KeyedRowsModel(parent), session_(session), pages_(this) {}
-
-int RecordTableModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : ColumnCount;
-}
 
 bool RecordTableModel::sameContent(const Record& a, const Record& b) const {
   return a.status == b.status && a.version == b.version && a.updatedAt == b.updatedAt &&
@@ -139,13 +134,7 @@ QVariant RecordTableModel::cellData(const Record& r, int column, int role) const
 }
 
 QVariant RecordTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  static constexpr auto kTitles =
-      columnTitles("Status", "Age", "Idempotency key", "Biz type", "Biz id", "Tool", "Ver.",
-                   "Claims", "Updated", "Created", "Lease expires", "Last error");
-  static_assert(kTitles.size() == ColumnCount);
-  if (orientation != Qt::Horizontal) return {};
-  if (role == Qt::DisplayRole) return columnTitle(kTitles, section, orientation, role);
-  if (role == Qt::ToolTipRole) {
+  if (orientation == Qt::Horizontal && role == Qt::ToolTipRole) {
     switch (section) {
       case Age:
         return QStringLiteral(
@@ -158,7 +147,7 @@ QVariant RecordTableModel::headerData(int section, Qt::Orientation orientation, 
         return {};
     }
   }
-  return {};
+  return KeyedRowsModel::headerData(section, orientation, role);  // the titles
 }
 
 bool RecordTableModel::canFetchMore(const QModelIndex& parent) const {

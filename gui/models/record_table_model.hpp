@@ -37,6 +37,9 @@ class RecordTableModel : public KeyedRowsModel<Record, std::string> {
     LastError,
     ColumnCount
   };
+  static constexpr auto kTitles = columnTitles<ColumnCount>(
+      "Status", "Age", "Idempotency key", "Biz type", "Biz id", "Tool", "Ver.", "Claims", "Updated",
+      "Created", "Lease expires", "Last error");
   enum Roles {
     KeyRole = Qt::UserRole,  // QString: the idempotency key
     StatusRole,              // int: idem::RecordStatus
@@ -50,7 +53,6 @@ class RecordTableModel : public KeyedRowsModel<Record, std::string> {
 
   explicit RecordTableModel(DatabaseSession* session, QObject* parent = nullptr);
 
-  int columnCount(const QModelIndex& parent = {}) const override;
   QVariant headerData(int section, Qt::Orientation orientation,
                       int role = Qt::DisplayRole) const override;
   bool canFetchMore(const QModelIndex& parent) const override;
@@ -95,6 +97,7 @@ class RecordTableModel : public KeyedRowsModel<Record, std::string> {
   void fetchFailed(const QString& message);
 
  protected:
+  std::span<const char* const> titles() const override { return kTitles; }
   QVariant cellData(const Record& r, int column, int role) const override;
   std::string keyOf(const Record& r) const override { return r.idempotencyKey; }
   bool sameContent(const Record& a, const Record& b) const override;

@@ -6,7 +6,6 @@
 #include <pqxx/pqxx>
 
 #include "idem/database_error.hpp"
-#include "idem/sql_fragments.hpp"
 #include "models/money_text.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
@@ -17,26 +16,9 @@ namespace {
 
 using std::chrono::microseconds;
 
-// The columns of business_object_story in their order (sql/012), `at` as epoch microseconds.
+// Its rows are idem.story_event's (story_event.hpp).
 constexpr const char* kStory =
-    "SELECT " IDEM_SQL_MICROS(
-        "at") ", event, event_id, idempotency_key, biz_type, biz_id, trigger_source, outcome, "
-              "from_status, to_status, actor, actor_kind, reason, flow_kind, amount_minor, "
-              "currency, external_ref, agent_id, trace_id "
-              "FROM idem.business_object_story($1, $2, $3)";
-
-// idem.expire_leases writes its transitions with this reason (sql/003, idem.act).
-constexpr std::string_view kLeaseExpiredReason = "lease expired";
-
-std::string text(const pqxx::field& f) {
-  return f.is_null() ? std::string() : std::string(f.c_str());
-}
-
-template <typename E>
-std::optional<E> parsed(const pqxx::field& f) {
-  if (f.is_null()) return std::nullopt;
-  return parse<E>(f.c_str());
-}
+    "SELECT " IDEM_SQL_STORY_COLUMNS " FROM idem.business_object_story($1, $2, $3)";
 
 constexpr std::array<microseconds, 25> kSteps{{
     microseconds(1'000),      microseconds(2'000),      microseconds(5'000),
@@ -65,37 +47,6 @@ QString kindName(StoryEventKind kind) {
 }
 
 }  // namespace
-
-StoryEvent storyEventFromRow(const pqxx::row& r) {
-  StoryEvent e;
-  e.at = Timestamp(microseconds(r[0].as<long long>()));
-  const std::string event = r[1].c_str();
-  e.kind = event == "attempt"      ? StoryEventKind::Attempt
-           : event == "transition" ? StoryEventKind::Transition
-                                   : StoryEventKind::FundFlow;
-  e.eventId = r[2].as<std::int64_t>();
-  e.key = text(r[3]);
-  e.bizType = text(r[4]);
-  e.bizId = text(r[5]);
-  e.source = parsed<TriggerSource>(r[6]);
-  e.outcome = parsed<Outcome>(r[7]);
-  e.fromStatus = parsed<RecordStatus>(r[8]);
-  e.toStatus = parsed<RecordStatus>(r[9]);
-  e.actor = text(r[10]);
-  e.actorKind = parsed<ActorKind>(r[11]);
-  e.reason = text(r[12]);
-  e.flowKind = parsed<FundFlowKind>(r[13]);
-  if (!r[14].is_null()) e.amountMinor = r[14].as<std::int64_t>();
-  e.currency = text(r[15]);
-  e.externalRef = text(r[16]);
-  e.agentId = text(r[17]);
-  e.traceId = text(r[18]);
-  if (e.kind == StoryEventKind::Transition && e.fromStatus == RecordStatus::Processing &&
-      e.toStatus == RecordStatus::Unknown && e.reason.starts_with(kLeaseExpiredReason)) {
-    e.kind = StoryEventKind::LeaseExpiry;
-  }
-  return e;
-}
 
 BusinessObjectStory readBusinessObjectStory(pqxx::connection& c, const std::string& bizType,
                                             const std::string& bizId, int limit) {

@@ -6,48 +6,15 @@
 
 #include <QColor>
 #include <QString>
-#include <cstdint>
-#include <optional>
+#include <chrono>
 #include <pqxx/connection>
-#include <pqxx/row>
 #include <string>
 #include <vector>
 
 #include "idem/domain.hpp"
+#include "models/story_event.hpp"
 
 namespace idem::admin {
-
-enum class StoryEventKind {
-  Attempt,
-  Transition,
-  FundFlow,
-  // The transition PROCESSING -> UNKNOWN that idem.expire_leases made: nobody answered in time.
-  LeaseExpiry,
-};
-
-// One row of business_object_story (or trace_story: the same columns); what does not apply to
-// the event's kind is empty.
-struct StoryEvent {
-  Timestamp at{};
-  StoryEventKind kind = StoryEventKind::Attempt;
-  std::int64_t eventId = 0;
-  std::string key;  // empty: a fund flow recorded without a key
-  std::string bizType;
-  std::string bizId;
-  std::optional<TriggerSource> source;
-  std::optional<Outcome> outcome;
-  std::optional<RecordStatus> fromStatus;
-  std::optional<RecordStatus> toStatus;
-  std::string actor;
-  std::optional<ActorKind> actorKind;
-  std::string reason;
-  std::optional<FundFlowKind> flowKind;
-  std::optional<std::int64_t> amountMinor;
-  std::string currency;
-  std::string externalRef;
-  std::string agentId;
-  std::string traceId;
-};
 
 struct BusinessObjectStory {
   std::string bizType;
@@ -59,7 +26,6 @@ struct BusinessObjectStory {
 
 inline constexpr int kStoryLimit = 5000;
 
-StoryEvent storyEventFromRow(const pqxx::row& row);
 // idem.business_object_story(bizType, bizId, limit), on the worker thread.
 BusinessObjectStory readBusinessObjectStory(pqxx::connection& c, const std::string& bizType,
                                             const std::string& bizId, int limit = kStoryLimit);

@@ -4,42 +4,14 @@
 // where it timed out, who triggered the retry, whether both carried the same key.
 #pragma once
 
-#include <cstdint>
-#include <optional>
 #include <pqxx/connection>
 #include <string>
 #include <vector>
 
-#include "idem/domain.hpp"
 #include "models/keyed_rows_model.hpp"
+#include "models/story_event.hpp"
 
 namespace idem::admin {
-
-struct AuditEvent {
-  Timestamp at{};
-  std::string event;  // attempt, transition, fund_flow
-  std::int64_t eventId = 0;
-  std::optional<std::string> idempotencyKey;
-  std::optional<std::string> bizType;
-  std::optional<std::string> bizId;
-  std::optional<std::string> triggerSource;
-  std::optional<std::string> outcome;
-  std::optional<std::string> fromStatus;
-  std::optional<std::string> toStatus;
-  std::optional<std::string> actor;
-  std::optional<std::string> actorKind;
-  std::optional<std::string> reason;
-  std::optional<std::string> flowKind;
-  std::optional<std::int64_t> amountMinor;
-  std::optional<std::string> currency;
-  std::optional<std::string> externalRef;
-  std::optional<std::string> agentId;
-  std::optional<std::string> traceId;
-
-  bool operator==(const AuditEvent&) const = default;
-  std::string identity() const { return event + "#" + std::to_string(eventId); }
-  bool hasBusinessObject() const { return bizType && bizId; }
-};
 
 // Whose story: a trace or an agent.
 enum class StorySubject { Trace, Agent };
@@ -50,9 +22,11 @@ struct StoryQuery {
   bool operator==(const StoryQuery&) const = default;
 };
 
-std::vector<AuditEvent> readTraceStory(pqxx::connection& c, const StoryQuery& query);
+std::vector<StoryEvent> readTraceStory(pqxx::connection& c, const StoryQuery& query);
 
-class TraceStoryModel : public KeyedRowsModel<AuditEvent, std::string> {
+// The events as a table, one row each. A lease expiry is a transition here (event "transition",
+// PROCESSING -> UNKNOWN, its reason), as the database records it; the timeline marks it apart.
+class TraceStoryModel : public KeyedRowsModel<StoryEvent, std::string> {
   Q_OBJECT
 
  public:
@@ -70,8 +44,11 @@ class TraceStoryModel : public KeyedRowsModel<AuditEvent, std::string> {
     Trace,
     ColumnCount
   };
+  static constexpr auto kTitles =
+      columnTitles<ColumnCount>("When", "Event", "Idempotency key", "Source", "Outcome",
+                                "From \u2192 to", "Actor", "Flow", "Reason", "Agent", "Trace");
   enum Roles {
-    EventRole = Qt::UserRole,  // QString: attempt, transition, fund_flow
+    EventRole = Qt::UserRole,  // QString: attempt, transition, fund_flow (eventTable)
     BizTypeRole,               // QString, empty when the event has no business object
     BizIdRole,
     ExportRole,
@@ -79,19 +56,16 @@ class TraceStoryModel : public KeyedRowsModel<AuditEvent, std::string> {
 
   using KeyedRowsModel::KeyedRowsModel;
 
-  void setEvents(std::vector<AuditEvent> events) { replaceRows(std::move(events)); }
-
-  int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant headerData(int section, Qt::Orientation orientation,
-                      int role = Qt::DisplayRole) const override;
+  void setEvents(std::vector<StoryEvent> events) { replaceRows(std::move(events)); }
 
  protected:
-  QVariant cellData(const AuditEvent& e, int column, int role) const override;
-  std::string keyOf(const AuditEvent& e) const override { return e.identity(); }
-  bool sameContent(const AuditEvent&, const AuditEvent&) const override { return true; }  // history
+  std::span<const char* const> titles() const override { return kTitles; }
+  QVariant cellData(const StoryEvent& e, int column, int role) const override;
+  std::string keyOf(const StoryEvent& e) const override { return e.identity(); }
+  bool sameContent(const StoryEvent&, const StoryEvent&) const override { return true; }  // history
 
  private:
-  QVariant display(const AuditEvent& e, int column) const;
+  QVariant display(const StoryEvent& e, int column) const;
 };
 
 }  // namespace idem::admin

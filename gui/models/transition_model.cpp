@@ -3,17 +3,12 @@
 #include <QBrush>
 #include <QFont>
 
-#include "models/column_titles.hpp"
 #include "models/json_text.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
 #include "models/utf8_text.hpp"
 
 namespace idem::admin {
-
-int TransitionModel::columnCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : ColumnCount;
-}
 
 QVariant TransitionModel::cellData(const Transition& t, int column, int role) const {
   const bool byOperator = t.actorKind == idem::ActorKind::Operator;
@@ -80,13 +75,6 @@ QVariant TransitionModel::cellData(const Transition& t, int column, int role) co
     default:
       return {};
   }
-}
-
-QVariant TransitionModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  static constexpr auto kTitles =
-      columnTitles("When", "From", "To", "Ver.", "Actor", "Kind", "Reason", "Evidence");
-  static_assert(kTitles.size() == ColumnCount);
-  return columnTitle(kTitles, section, orientation, role);
 }
 
 }  // namespace idem::admin

@@ -15,6 +15,8 @@ class TransitionModel : public KeyedRowsModel<Transition, std::int64_t> {
 
  public:
   enum Columns { When, From, To, Version, Actor, ActorKind, Reason, Evidence, ColumnCount };
+  static constexpr auto kTitles = columnTitles<ColumnCount>("When", "From", "To", "Ver.", "Actor",
+                                                            "Kind", "Reason", "Evidence");
   enum Roles {
     ToStatusRole = Qt::UserRole,  // int: idem::RecordStatus
     IsOperatorRole,               // bool: a person's decision
@@ -26,11 +28,8 @@ class TransitionModel : public KeyedRowsModel<Transition, std::int64_t> {
 
   void setTransitions(std::vector<Transition> transitions) { replaceRows(std::move(transitions)); }
 
-  int columnCount(const QModelIndex& parent = {}) const override;
-  QVariant headerData(int section, Qt::Orientation orientation,
-                      int role = Qt::DisplayRole) const override;
-
  protected:
+  std::span<const char* const> titles() const override { return kTitles; }
   QVariant cellData(const Transition& t, int column, int role) const override;
   std::int64_t keyOf(const Transition& t) const override { return t.id; }
   bool sameContent(const Transition& a, const Transition& b) const override {

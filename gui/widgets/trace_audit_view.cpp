@@ -66,9 +66,9 @@ TraceAuditView::TraceAuditView(DatabaseSession* session, QWidget* parent)
   connect(searchButton_, &QPushButton::clicked, this, &TraceAuditView::searchTyped);
   connect(table_->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
-            const AuditEvent* e = model_.rowAt(current.row());
+            const StoryEvent* e = model_.rowAt(current.row());
             if (e && e->hasBusinessObject()) {
-              emit businessObjectSelected(fromUtf8(*e->bizType), fromUtf8(*e->bizId));
+              emit businessObjectSelected(fromUtf8(e->bizType), fromUtf8(e->bizId));
             }
           });
 }
@@ -99,7 +99,7 @@ void TraceAuditView::refresh() {
   session_->submit(
       requests_, "read the story",
       [q = *query_](pqxx::connection& c) { return readTraceStory(c, q); },
-      [this](const std::vector<AuditEvent>& events) { onEvents(events); },
+      [this](const std::vector<StoryEvent>& events) { onEvents(events); },
       [this](const RequestError& e) {
         lastError_ = QString::fromStdString(e.what());
         stamp_->markFailed(lastError_);
@@ -108,17 +108,17 @@ void TraceAuditView::refresh() {
       });
 }
 
-void TraceAuditView::onEvents(const std::vector<AuditEvent>& events) {
+void TraceAuditView::onEvents(const std::vector<StoryEvent>& events) {
   lastError_.clear();
   model_.setEvents(events);
   stamp_->stamp();
   int attempts = 0;
   int flows = 0;
   std::set<std::string> keys;
-  for (const AuditEvent& e : events) {
-    attempts += e.event == "attempt" ? 1 : 0;
-    flows += e.event == "fund_flow" ? 1 : 0;
-    if (e.idempotencyKey) keys.insert(*e.idempotencyKey);
+  for (const StoryEvent& e : events) {
+    attempts += e.kind == StoryEventKind::Attempt ? 1 : 0;
+    flows += e.kind == StoryEventKind::FundFlow ? 1 : 0;
+    if (!e.key.empty()) keys.insert(e.key);
   }
   summary_->setText(
       events.empty()

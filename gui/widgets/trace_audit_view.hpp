@@ -46,7 +46,7 @@ class TraceAuditView : public QWidget {
 
  private:
   void searchTyped();
-  void onEvents(const std::vector<AuditEvent>& events);
+  void onEvents(const std::vector<StoryEvent>& events);
 
   DatabaseSession* session_;
   TraceStoryModel model_;

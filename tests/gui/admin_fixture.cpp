@@ -6,6 +6,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
+#include "models/database_session.hpp"
 #include "models/record_table_model.hpp"
 
 namespace idem::test {
@@ -91,6 +92,13 @@ ConnectionSettings settingsFor(const std::string& dsn) {
   ConnectionSettings s = ConnectionSettings::resolve(dsn);
   s.source = "test";
   return s;
+}
+
+std::unique_ptr<admin::DatabaseSession> connectedSession(const std::string& dsn, int timeoutMs) {
+  auto session = std::make_unique<admin::DatabaseSession>();
+  session->open(settingsFor(dsn));
+  waitUntil([&] { return session->isConnected(); }, timeoutMs);
+  return session;
 }
 
 namespace {

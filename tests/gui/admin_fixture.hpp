@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <pqxx/pqxx>
 #include <string>
 #include <vector>
@@ -12,8 +13,9 @@
 #include "test_database.hpp"
 
 namespace idem::admin {
+class DatabaseSession;
 class RecordTableModel;
-}
+}  // namespace idem::admin
 
 namespace idem::test {
 
@@ -38,6 +40,11 @@ BeginRequest paymentRequest(const std::string& key, const std::string& bizId,
                             std::chrono::milliseconds lease = std::chrono::seconds(30));
 
 ConnectionSettings settingsFor(const std::string& dsn);
+
+// The suites' shared session: a DatabaseSession opened on dsn, as the app opens one, once it is
+// connected or timeoutMs is over (the caller checks isConnected()).
+std::unique_ptr<admin::DatabaseSession> connectedSession(const std::string& dsn,
+                                                         int timeoutMs = 15000);
 
 // Runs sql as the owner with the records triggers disabled, in one transaction: rows with chosen
 // timestamps, statuses and versions, without the history a real change would write.

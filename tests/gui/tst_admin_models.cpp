@@ -66,9 +66,8 @@ class TestAdminModels : public QObject {
     scenario_ = test::seedScenario(*c);
     // Bulk rows so the table needs several pages.
     test::insertBulkRecords(*db_, {"bulk-", "coupon", "issue", "SUCCESS", 57});
-    session_ = std::make_unique<DatabaseSession>();
-    session_->open(test::settingsFor(db_->dsn()));
-    QTRY_VERIFY_WITH_TIMEOUT(session_->isConnected(), 15000);
+    session_ = test::connectedSession(db_->dsn());
+    QVERIFY(session_->isConnected());
   }
 
   void recordTablePassesTheTesterWhileFetchingMore() {

@@ -15,18 +15,23 @@
 
 #include "models/age_text.hpp"
 #include "models/attempt_model.hpp"
+#include "models/bulk_settle.hpp"
 #include "models/connection_profile.hpp"
 #include "models/csv_writer.hpp"
 #include "models/fund_flow_model.hpp"
 #include "models/keyed_rows_model.hpp"
 #include "models/money_text.hpp"
+#include "models/overcharge_model.hpp"
+#include "models/reconciliation_model.hpp"
 #include "models/reconnect_backoff.hpp"
 #include "models/record_page_query.hpp"
+#include "models/record_table_model.hpp"
 #include "models/request_tracker.hpp"
 #include "models/settle_availability.hpp"
 #include "models/settle_evidence.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "models/trace_story_model.hpp"
 #include "models/transition_model.hpp"
 #include "models/utf8_text.hpp"
 
@@ -45,13 +50,14 @@ struct Item {
 class ItemModel : public KeyedRowsModel<Item, int> {
  public:
   using KeyedRowsModel::KeyedRowsModel;
-  int columnCount(const QModelIndex& parent = {}) const override {
-    return parent.isValid() ? 0 : 2;
-  }
   void set(std::vector<Item> items) { replaceRows(std::move(items)); }
   void append(std::vector<Item> items) { appendRows(std::move(items)); }
 
  protected:
+  std::span<const char* const> titles() const override {
+    static constexpr auto kTitles = columnTitles<2>("Key", "Value");
+    return kTitles;
+  }
   QVariant cellData(const Item& i, int column, int role) const override {
     if (role != Qt::DisplayRole) return {};
     return column == 0 ? i.key : i.value;
@@ -444,8 +450,34 @@ class TestAdminUnits : public QObject {
     FundFlowModel flows;
     QCOMPARE(flows.headerData(FundFlowModel::Id, Qt::Horizontal).toString(),
              QStringLiteral("Flow"));
-    for (QAbstractItemModel* m :
-         std::initializer_list<QAbstractItemModel*>{&attempts, &transitions, &flows}) {
+    TraceStoryModel story;
+    QCOMPARE(story.headerData(TraceStoryModel::FromTo, Qt::Horizontal).toString(),
+             QStringLiteral("From \u2192 to"));
+    QCOMPARE(story.columnCount(), static_cast<int>(TraceStoryModel::ColumnCount));
+    story.setEvents({StoryEvent{}});
+    QCOMPARE(story.columnCount(story.index(0, 0)), 0);  // a table: rows have no children
+    ReconciliationModel reconciliation;
+    QCOMPARE(reconciliation.headerData(ReconciliationModel::At, Qt::Horizontal).toString(),
+             QStringLiteral("Charged / succeeded at"));
+    OverchargeModel overcharges;
+    BulkResultModel results;
+    QCOMPARE(results.headerData(BulkResultModel::Message, Qt::Horizontal).toString(),
+             QStringLiteral("Message"));
+    // The records table adds tooltips to three of its titles.
+    RecordTableModel records(nullptr);
+    QCOMPARE(records.columnCount(), static_cast<int>(RecordTableModel::ColumnCount));
+    QCOMPARE(records.headerData(RecordTableModel::Key, Qt::Horizontal).toString(),
+             QStringLiteral("Idempotency key"));
+    QVERIFY(records.headerData(RecordTableModel::Age, Qt::Horizontal, Qt::ToolTipRole)
+                .toString()
+                .contains(QStringLiteral("updated_at")));
+    QVERIFY(
+        !records.headerData(RecordTableModel::Status, Qt::Horizontal, Qt::ToolTipRole).isValid());
+    QVERIFY(!records.headerData(RecordTableModel::Age, Qt::Vertical, Qt::ToolTipRole).isValid());
+    QVERIFY(!records.headerData(RecordTableModel::Age, Qt::Vertical).isValid());
+    QVERIFY(!records.headerData(RecordTableModel::ColumnCount, Qt::Horizontal).isValid());
+    for (QAbstractItemModel* m : std::initializer_list<QAbstractItemModel*>{
+             &attempts, &transitions, &flows, &story, &reconciliation, &overcharges, &results}) {
       for (int c = 0; c < m->columnCount(); ++c) {
         QVERIFY(!m->headerData(c, Qt::Horizontal).toString().isEmpty());
         QVERIFY(!m->headerData(c, Qt::Vertical).isValid());
@@ -454,6 +486,69 @@ class TestAdminUnits : public QObject {
       QVERIFY(!m->headerData(m->columnCount(), Qt::Horizontal).isValid());
       QVERIFY(!m->headerData(-1, Qt::Horizontal).isValid());
     }
+  }
+
+  void traceStoryShowsEachKindOfEventFromItsTypedValues() {
+    TraceStoryModel model;
+    QAbstractItemModelTester t(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    StoryEvent attempt;
+    attempt.eventId = 7;
+    attempt.key = "pay-1";
+    attempt.source = TriggerSource::Llm;
+    attempt.outcome = Outcome::PayloadMismatch;
+    StoryEvent created;
+    created.kind = StoryEventKind::Transition;
+    created.eventId = 7;  // an attempt's id and a transition's id may be equal
+    created.toStatus = RecordStatus::Processing;
+    created.actor = "alice";
+    created.actorKind = ActorKind::Operator;
+    StoryEvent expiry = created;
+    expiry.kind = StoryEventKind::LeaseExpiry;
+    expiry.eventId = 8;
+    expiry.fromStatus = RecordStatus::Processing;
+    expiry.toStatus = RecordStatus::Unknown;
+    expiry.actorKind.reset();
+    expiry.reason = "lease expired";
+    StoryEvent flow;
+    flow.kind = StoryEventKind::FundFlow;
+    flow.eventId = 7;
+    flow.flowKind = FundFlowKind::Freeze;
+    model.setEvents({attempt, created, expiry, flow});
+    QCOMPARE(model.rowCount(), 4);
+    QCOMPARE(attempt.identity(), std::string("attempt#7"));
+    QCOMPARE(expiry.identity(), std::string("transition#8"));
+    QCOMPARE(flow.identity(), std::string("fund_flow#7"));
+
+    const auto cell = [&](int row, int column) {
+      return model.index(row, column).data().toString();
+    };
+    const auto colour = [&](int row, int column) {
+      return model.index(row, column).data(Qt::ForegroundRole).value<QBrush>().color();
+    };
+    QCOMPARE(cell(0, TraceStoryModel::Event), QStringLiteral("attempt"));
+    QCOMPARE(cell(0, TraceStoryModel::Source), QStringLiteral("llm"));
+    QCOMPARE(cell(0, TraceStoryModel::Outcome), QStringLiteral("payload_mismatch"));
+    QCOMPARE(colour(0, TraceStoryModel::Outcome), outcomeForeground(Outcome::PayloadMismatch));
+    QVERIFY(cell(0, TraceStoryModel::FromTo).isEmpty() &&
+            cell(0, TraceStoryModel::Actor).isEmpty());
+    QCOMPARE(cell(1, TraceStoryModel::FromTo), QStringLiteral("(new) \u2192 PROCESSING"));
+    QCOMPARE(cell(1, TraceStoryModel::Actor), QStringLiteral("alice (operator)"));
+    // The lease expiry is the transition the database recorded.
+    QCOMPARE(cell(2, TraceStoryModel::Event), QStringLiteral("transition"));
+    QCOMPARE(model.index(2, 0).data(TraceStoryModel::EventRole).toString(),
+             QStringLiteral("transition"));
+    QVERIFY(model.index(2, TraceStoryModel::Event).data(Qt::FontRole).value<QFont>().italic());
+    QCOMPARE(cell(2, TraceStoryModel::FromTo), QStringLiteral("PROCESSING \u2192 UNKNOWN"));
+    QCOMPARE(cell(2, TraceStoryModel::Actor), QStringLiteral("alice"));
+    QCOMPARE(cell(2, TraceStoryModel::Reason), QStringLiteral("lease expired"));
+    QCOMPARE(colour(2, TraceStoryModel::FromTo), statusForeground(RecordStatus::Unknown));
+    // A flow without an amount or a gateway reference: its kind alone, no tooltip.
+    QCOMPARE(cell(3, TraceStoryModel::Event), QStringLiteral("fund_flow"));
+    QCOMPARE(cell(3, TraceStoryModel::Flow), QStringLiteral("FREEZE"));
+    QVERIFY(!model.index(3, TraceStoryModel::Flow).data(Qt::ToolTipRole).isValid());
+    QVERIFY(model.index(3, TraceStoryModel::Event).data(Qt::FontRole).value<QFont>().bold());
+    QVERIFY(!model.index(0, TraceStoryModel::Event).data(Qt::FontRole).isValid());
+    QVERIFY(model.index(3, 0).data(TraceStoryModel::BizTypeRole).toString().isEmpty());
   }
 
   void tonesThatMeanAStatusWearItsColour() {

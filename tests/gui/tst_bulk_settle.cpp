@@ -157,9 +157,8 @@ class TestBulkSettle : public QObject {
     db_ = std::make_unique<test::TestDatabase>("tst_bulk_settle");
     alice_ = db_->createLoginRole("alice", "idem_operator");
     bob_ = db_->createLoginRole("bob", "idem_operator");
-    session_ = std::make_unique<DatabaseSession>();
-    session_->open(test::settingsFor(db_->dsnAs(alice_)));
-    QTRY_VERIFY_WITH_TIMEOUT(session_->isConnected(), 15000);
+    session_ = test::connectedSession(db_->dsnAs(alice_));
+    QVERIFY(session_->isConnected());
   }
 
   void cleanupTestCase() { session_.reset(); }

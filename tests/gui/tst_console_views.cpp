@@ -27,6 +27,7 @@
 #include "models/overcharge_model.hpp"
 #include "models/reconciliation_model.hpp"
 #include "models/record_table_model.hpp"
+#include "models/status_palette.hpp"
 #include "models/trace_story_model.hpp"
 #include "widgets/main_window.hpp"
 #include "widgets/overcharges_view.hpp"
@@ -77,6 +78,19 @@ std::vector<std::string> overchargeLines(const OverchargeModel& m) {
     for (const std::string& k : o.idempotencyKeys) keys += (keys.empty() ? "" : ",") + k;
     lines.push_back(o.bizType + "/" + o.bizId + " " + std::to_string(o.owedMinor) + " " +
                     o.currency + " " + keys);
+  }
+  return lines;
+}
+
+// Every text column of the Trace audit's rows but When, " | " between them, as the table shows it.
+std::vector<std::string> auditLines(const TraceStoryModel& m) {
+  std::vector<std::string> lines;
+  for (int row = 0; row < m.rowCount(); ++row) {
+    QStringList cells;
+    for (int column = TraceStoryModel::Event; column < TraceStoryModel::ColumnCount; ++column) {
+      cells << m.index(row, column).data().toString();
+    }
+    lines.push_back(cells.join(QStringLiteral(" | ")).toStdString());
   }
   return lines;
 }
@@ -301,9 +315,13 @@ class TestConsoleViews : public QObject {
     QVERIFY2(v->lastError().isEmpty(), qPrintable(v->lastError()));
 
     std::vector<std::string> shown;
-    for (const AuditEvent& e : v->model()->rows()) {
-      shown.push_back(e.event + " " + e.idempotencyKey.value_or("-") + " " +
-                      e.triggerSource.value_or(e.toStatus.value_or(e.flowKind.value_or("-"))));
+    for (const StoryEvent& e : v->model()->rows()) {
+      const std::string_view what = e.source     ? format(*e.source)
+                                    : e.toStatus ? format(*e.toStatus)
+                                    : e.flowKind ? format(*e.flowKind)
+                                                 : "-";
+      shown.push_back(std::string(eventTable(e.kind)) + " " + (e.key.empty() ? "-" : e.key) + " " +
+                      std::string(what));
     }
     QCOMPARE(shown,
              test::keysBySql(*db_,
@@ -327,6 +345,94 @@ class TestConsoleViews : public QObject {
     v->search(StorySubject::Agent, QStringLiteral("agent-inc"));
     QTRY_VERIFY_WITH_TIMEOUT(!v->isLoading() && v->model()->rowCount() > 0, 15000);
     QCOMPARE(static_cast<int>(v->model()->rowCount()), static_cast<int>(story.size()));
+  }
+
+  void traceAuditShowsEveryColumnOfTheStory() {
+    seedIncident();
+    auto w = openWindow();
+    TraceAuditView* v = w->traceAuditView();
+    QTRY_VERIFY_WITH_TIMEOUT(w->session()->isConnected(), 15000);
+    v->search(StorySubject::Trace, QStringLiteral("trace-incident"));
+    QTRY_VERIFY_WITH_TIMEOUT(!v->isLoading() && v->model()->rowCount() == 6, 15000);
+    const TraceStoryModel& m = *v->model();
+
+    // The transitions' actor is whoever ran the protocol functions: the test's login.
+    const std::string actor =
+        test::textBySql(*db_,
+                        "SELECT DISTINCT actor || ' (' || actor_kind || ')' FROM idem.transitions "
+                        "WHERE idempotency_key = 'pay-inc-1'");
+    const std::string lease = test::textBySql(
+        *db_,
+        "SELECT reason FROM idem.transitions WHERE idempotency_key = 'pay-inc-1' AND "
+        "to_status = 'UNKNOWN'");
+    QVERIFY2(lease.starts_with("lease expired"), lease.c_str());
+    const std::vector<std::string> expected{
+        "attempt | pay-inc-1 | initial | executed |  |  |  |  | agent-inc | trace-incident",
+        "transition | pay-inc-1 |  |  | (new) \u2192 PROCESSING | " + actor + " |  |  |  | ",
+        "transition | pay-inc-1 |  |  | PROCESSING \u2192 UNKNOWN | " + actor + " |  | " + lease +
+            " |  | ",
+        "attempt | pay-inc-2 | llm | rejected |  |  |  |  | agent-inc | trace-incident",
+        "attempt | pay-inc-1 | callback | in_progress |  |  |  |  | agent-inc | trace-incident",
+        "fund_flow | pay-inc-1 |  |  |  |  | DEBIT 29.90 CNY |  |  | "};
+    QCOMPARE(auditLines(m), expected);
+
+    // When: local time on screen, exact UTC in the tooltip and the export.
+    QCOMPARE(test::keysBySql(*db_,
+                             "SELECT to_char(at AT TIME ZONE 'UTC', "
+                             "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM "
+                             "idem.trace_story('trace-incident', NULL)")
+                 .front(),
+             m.index(0, TraceStoryModel::When)
+                 .data(TraceStoryModel::ExportRole)
+                 .toString()
+                 .toStdString());
+    for (int row = 0; row < m.rowCount(); ++row) {
+      const QModelIndex when = m.index(row, TraceStoryModel::When);
+      QVERIFY(!when.data().toString().isEmpty());
+      QCOMPARE(when.data(Qt::ToolTipRole), when.data(TraceStoryModel::ExportRole));
+      QVERIFY(when.data().toString() != when.data(TraceStoryModel::ExportRole).toString());
+      for (int column = TraceStoryModel::Event; column < TraceStoryModel::ColumnCount; ++column) {
+        QCOMPARE(m.index(row, column).data(TraceStoryModel::ExportRole),
+                 m.index(row, column).data());
+      }
+      // Which business object each event belongs to, for the timeline hook.
+      QCOMPARE(m.index(row, 0).data(TraceStoryModel::BizTypeRole).toString(),
+               QStringLiteral("payment"));
+      QCOMPARE(m.index(row, 0).data(TraceStoryModel::BizIdRole).toString(),
+               QStringLiteral("ord-inc"));
+      QCOMPARE(m.index(row, 0).data(TraceStoryModel::EventRole),
+               m.index(row, TraceStoryModel::Event).data());
+    }
+
+    // Fonts: attempts plain, transitions (the lease expiry too) italic, fund flows bold.
+    QVERIFY(!m.index(0, TraceStoryModel::Event).data(Qt::FontRole).isValid());
+    for (int row : {1, 2}) {
+      const auto font = m.index(row, TraceStoryModel::Event).data(Qt::FontRole).value<QFont>();
+      QVERIFY(font.italic() && !font.bold());
+    }
+    const auto flowFont = m.index(5, TraceStoryModel::Event).data(Qt::FontRole).value<QFont>();
+    QVERIFY(flowFont.bold() && !flowFont.italic());
+
+    // Colours and tooltips: outcomes by the palette, transitions by the status they reached.
+    QVERIFY(!m.index(0, TraceStoryModel::Outcome).data(Qt::ForegroundRole).isValid());
+    QCOMPARE(m.index(0, TraceStoryModel::Outcome).data(Qt::ToolTipRole).toString(),
+             outcomeMeaning(Outcome::Executed));
+    for (const auto& [row, outcome] : {std::pair{3, Outcome::Rejected}, {4, Outcome::InProgress}}) {
+      const QModelIndex cell = m.index(row, TraceStoryModel::Outcome);
+      QCOMPARE(cell.data(Qt::ToolTipRole).toString(), outcomeMeaning(outcome));
+      const QColor colour = outcomeForeground(outcome);
+      QCOMPARE(cell.data(Qt::ForegroundRole).isValid(), colour.isValid());
+      if (colour.isValid()) QCOMPARE(cell.data(Qt::ForegroundRole).value<QBrush>().color(), colour);
+    }
+    QCOMPARE(m.index(1, TraceStoryModel::FromTo).data(Qt::ForegroundRole).value<QBrush>().color(),
+             statusForeground(RecordStatus::Processing));
+    QCOMPARE(m.index(2, TraceStoryModel::FromTo).data(Qt::ForegroundRole).value<QBrush>().color(),
+             statusForeground(RecordStatus::Unknown));
+    QVERIFY(!m.index(0, TraceStoryModel::FromTo).data(Qt::ForegroundRole).isValid());
+    QCOMPARE(m.index(5, TraceStoryModel::Flow).data(Qt::ToolTipRole).toString(),
+             QStringLiteral("gateway ref gw-inc-1"));
+    QVERIFY(!m.index(0, TraceStoryModel::Flow).data(Qt::ToolTipRole).isValid());
+    QVERIFY(!m.index(1, TraceStoryModel::Outcome).data(Qt::ToolTipRole).isValid());
   }
 
   void copyPutsTheWholeCellOnTheClipboard() {

@@ -87,9 +87,8 @@ class TestRecordPaging : public QObject {
                         "HAVING count(*) > 3) t") > 50);
     QVERIFY(db_->scalar("SELECT count(*) FROM (SELECT created_at FROM idem.records GROUP BY 1 "
                         "HAVING count(*) = 4) t") > 100);
-    session_ = std::make_unique<DatabaseSession>();
-    session_->open(test::settingsFor(db_->dsn()));
-    QTRY_VERIFY_WITH_TIMEOUT(session_->isConnected(), 15000);
+    session_ = test::connectedSession(db_->dsn());
+    QVERIFY(session_->isConnected());
   }
 
   void pagesMatchSql_data() {

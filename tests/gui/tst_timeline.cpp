@@ -10,12 +10,14 @@
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
+#include <algorithm>
 #include <thread>
 
 #include "admin_fixture.hpp"
 #include "models/database_session.hpp"
 #include "models/record_table_model.hpp"
 #include "models/timeline_events.hpp"
+#include "models/trace_story_model.hpp"
 #include "widgets/main_window.hpp"
 #include "widgets/timeline_view.hpp"
 
@@ -24,9 +26,6 @@ using namespace idem::admin;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr const char* kFirstKey = "pay:ord-incident:try-1";
-constexpr const char* kRetryKey = "pay:ord-incident:llm-retry";
 
 QString childText(const QGraphicsItem* item) {
   QStringList texts;
@@ -43,6 +42,10 @@ class TestTimeline : public QObject {
 
   std::unique_ptr<test::TestDatabase> db_;
   std::unique_ptr<DatabaseSession> session_;
+
+  // The incident's two keys: the first try (re-driven by the callback) and the LLM's retry.
+  static constexpr const char* kFirstKey = "pay:ord-incident:try-1";
+  static constexpr const char* kRetryKey = "pay:ord-incident:llm-retry";
 
   void simulateIncident() {
     auto c = db_->connect();
@@ -82,9 +85,8 @@ class TestTimeline : public QObject {
   void initTestCase() {
     db_ = std::make_unique<test::TestDatabase>("tst_timeline");
     simulateIncident();
-    session_ = std::make_unique<DatabaseSession>();
-    session_->open(test::settingsFor(db_->dsn()));
-    QTRY_VERIFY_WITH_TIMEOUT(session_->isConnected(), 15000);
+    session_ = test::connectedSession(db_->dsn());
+    QVERIFY(session_->isConnected());
   }
 
   void cleanupTestCase() { session_.reset(); }
@@ -112,6 +114,30 @@ class TestTimeline : public QObject {
     QVERIFY(!ticks.empty());
     QVERIFY(std::is_sorted(ticks.begin(), ticks.end()));
     QVERIFY(ticks.front() >= layout.first() && ticks.back() <= layout.last());
+  }
+
+  void theTraceAuditReadsTheEventsAsTheTimelineDoes() {
+    auto c = db_->connect();
+    const BusinessObjectStory story = readBusinessObjectStory(*c, "payment", "ord-incident");
+    const std::vector<StoryEvent> trace =
+        readTraceStory(*c, {StorySubject::Trace, "trace-incident"});
+    // The trace has the first try and the retry (the callback came under another trace id), their
+    // keys' transitions and the object's flows: each is the timeline's event, value for value.
+    QCOMPARE(static_cast<long long>(trace.size()),
+             db_->scalar("SELECT count(*) FROM idem.trace_story('trace-incident', NULL)"));
+    QCOMPARE(static_cast<long long>(trace.size()),
+             storyRows() - db_->scalar("SELECT count(*) FROM idem.attempts WHERE trace_id <> "
+                                       "'trace-incident'"));
+    int expiries = 0;
+    for (const StoryEvent& e : trace) {
+      const auto same =
+          std::find_if(story.events.begin(), story.events.end(),
+                       [&](const StoryEvent& s) { return s.identity() == e.identity(); });
+      QVERIFY2(same != story.events.end(), e.identity().c_str());
+      QVERIFY2(*same == e, e.identity().c_str());
+      expiries += e.kind == StoryEventKind::LeaseExpiry ? 1 : 0;
+    }
+    QCOMPARE(expiries, 1);
   }
 
   void theTimelineDrawsOneMarkPerEventInTimeOrderOnLanesPerKey() {
