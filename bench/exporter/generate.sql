@@ -65,14 +65,7 @@ DO $$ DECLARE r record; BEGIN
   FOR r IN SELECT indexdef FROM saved_indexes LOOP EXECUTE r.indexdef; END LOOP;
 END $$;
 SET session_replication_role = origin;
--- Loaded with the triggers off: count the charges as sql/013's trigger would have.
-SELECT to_regprocedure('idem.recount_charged_objects()') IS NOT NULL AS has_recount \gset
-\if :has_recount
-SELECT idem.recount_charged_objects() AS charged_objects;
-\endif
+\ir ../recount_charges.sql
 VACUUM ANALYZE idem.records, idem.attempts, idem.transitions, idem.fund_flows;
-\if :has_recount
-VACUUM ANALYZE idem.charged_objects;
-\endif
 SELECT (SELECT count(*) FROM idem.attempts) AS attempts, (SELECT count(*) FROM idem.records) AS records,
        (SELECT count(*) FROM idem.transitions) AS transitions, (SELECT count(*) FROM idem.fund_flows) AS fund_flows;

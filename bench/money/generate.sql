@@ -75,12 +75,5 @@ SELECT f.biz_type, f.biz_id, 'REFUND', 2990, 'CNY', 'gw-ref-' || g.i, f.idempote
  WHERE g.i % 1000 = 250;
 
 :create_indexes;
--- Loaded with the triggers off: count the charges as sql/013's trigger would have.
-SELECT to_regprocedure('idem.recount_charged_objects()') IS NOT NULL AS has_recount \gset
-\if :has_recount
-SELECT idem.recount_charged_objects() AS charged_objects;
-\endif
+\ir ../recount_charges.sql
 VACUUM ANALYZE idem.records, idem.attempts, idem.transitions, idem.fund_flows;
-\if :has_recount
-VACUUM ANALYZE idem.charged_objects;
-\endif
