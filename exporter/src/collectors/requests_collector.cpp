@@ -79,9 +79,9 @@ void RequestsCollector::collect(std::vector<prometheus::MetricFamily>& out) cons
     }
   }
   addSample(hit, {}, published.shares[requests::kHits]);
-  for (TriggerSource s : kRetrySources) {
-    addSample(retry, {{"source", std::string(format(s))}},
-              published.shares[requests::kFirstRetry + retryIndexOf(s)]);
+  for (std::size_t i = 0; i < kRetrySources.size(); ++i) {
+    addSample(retry, {{"source", std::string(format(kRetrySources[i]))}},
+              published.shares[requests::kFirstRetry + i]);
   }
   out.push_back(std::move(total));
   out.push_back(std::move(hit));
