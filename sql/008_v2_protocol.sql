@@ -119,7 +119,6 @@ DECLARE
     v_paid       boolean;
     v_moved      boolean;
     v_ctx        text;
-    v_fast       boolean;
 BEGIN
     IF p_key IS NULL OR char_length(p_key) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'idempotency key must be 1 to 255 characters, got %',
@@ -169,13 +168,6 @@ BEGIN
     -- The trigger admits an INSERT only under this mark (sql/007_v2_state_machine.sql). An
     -- assignment, which PL/pgSQL evaluates as a simple expression; PERFORM would run a query.
     v_ctx := set_config('idem.creating', p_key, true);
-    -- Retention (idem.purge) holds this advisory lock exclusively while it removes records and
-    -- writes their tombstones. Holding it shared, this call knows that no purge commits between its
-    -- statements: a purge has either committed before (its tombstones are in every snapshot taken
-    -- from here on) or starts after this transaction. Then a new key's insert can check the
-    -- tombstones in its own statement. When a purge runs or waits, the lock is refused at once
-    -- and the insert is checked by a statement of its own, after it (below).
-    v_fast := pg_try_advisory_xact_lock_shared(7347261900532);
 
     -- A few rounds at most: a round only repeats when the row we conflicted with vanished (retention)
     -- or was re-claimed by a concurrent caller between our statements.
@@ -183,97 +175,62 @@ BEGIN
         -- The unique indexes decide: the key's primary key and the one-live-record-per-business-
         -- object index. Whoever inserts first owns the record; everyone else waits for that
         -- transaction and then finds the row. The common case, a new key, is one statement that
-        -- also writes the creation's history and the attempt, and, on the fast path, checks that
-        -- no tombstone names the key or a paid record of the business object and that the object
-        -- has no fund flows yet. When one of those holds, nothing is inserted and the next round
-        -- takes the checked path, which answers retired or rejected or runs the money rule.
-        IF v_fast AND round = 1 THEN
-            WITH claimed AS (
-                INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash,
-                                          status, lease_expires_at, request_payload,
-                                          claim_token_hash)
-                SELECT p_key, p_biz_type, p_biz_id, p_tool, v_hash, 'PROCESSING', now() + p_lease,
-                       p_request_payload, v_token_hash
-                 WHERE NOT EXISTS (SELECT 1 FROM idem.retired_keys AS t
-                                    WHERE t.idempotency_key = p_key)
-                   AND NOT EXISTS (SELECT 1 FROM idem.retired_keys AS t
-                                    WHERE t.biz_type = p_biz_type AND t.biz_id = p_biz_id
-                                      AND t.status = 'SUCCESS')
-                   AND NOT EXISTS (SELECT 1 FROM idem.fund_flows AS f
-                                    WHERE f.biz_type = p_biz_type AND f.biz_id = p_biz_id)
-                ON CONFLICT DO NOTHING
-                RETURNING created_at),
-            history AS (
-                INSERT INTO idem.transitions (idempotency_key, from_status, to_status, version,
-                                              actor_kind, created_at)
-                SELECT p_key, NULL, 'PROCESSING', 1, 'system', c.created_at FROM claimed AS c)
-            INSERT INTO idem.attempts (idempotency_key, biz_type, biz_id, tool, trigger_source,
-                                       outcome, request_hash, agent_id, trace_id)
-            SELECT p_key, p_biz_type, p_biz_id, p_tool, p_trigger_source, 'executed', v_hash,
-                   p_agent_id, p_trace_id
-              FROM claimed;
-            IF FOUND THEN
+        -- also writes the creation's history and the attempt.
+        WITH claimed AS (
+            INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status,
+                                      lease_expires_at, request_payload, claim_token_hash)
+            VALUES (p_key, p_biz_type, p_biz_id, p_tool, v_hash, 'PROCESSING', now() + p_lease,
+                    p_request_payload, v_token_hash)
+            ON CONFLICT DO NOTHING
+            RETURNING created_at),
+        history AS (
+            INSERT INTO idem.transitions (idempotency_key, from_status, to_status, version,
+                                          actor_kind, created_at)
+            SELECT p_key, NULL, 'PROCESSING', 1, 'system', c.created_at FROM claimed AS c)
+        INSERT INTO idem.attempts (idempotency_key, biz_type, biz_id, tool, trigger_source,
+                                   outcome, request_hash, agent_id, trace_id)
+        SELECT p_key, p_biz_type, p_biz_id, p_tool, p_trigger_source, 'executed', v_hash,
+               p_agent_id, p_trace_id
+          FROM claimed
+        RETURNING id INTO v_attempt;
+        IF FOUND THEN
+            -- A new record. Retention may have removed this key, or the business object's paid
+            -- record, before: their tombstones say so. Checked in a statement of its own, after
+            -- the insert, so that its snapshot includes a purge that committed while the insert
+            -- waited on the row it deleted (checked before, it would have been missed).
+            SELECT (SELECT t.status FROM idem.retired_keys AS t WHERE t.idempotency_key = p_key),
+                   EXISTS (SELECT 1 FROM idem.retired_keys AS t
+                            WHERE t.biz_type = p_biz_type AND t.biz_id = p_biz_id
+                              AND t.status = 'SUCCESS'),
+                   EXISTS (SELECT 1 FROM idem.fund_flows AS f
+                            WHERE f.biz_type = p_biz_type AND f.biz_id = p_biz_id)
+              INTO v_retired, v_paid, v_moved;
+            -- A new business object has no flows yet: only when it has some is the money rule
+            -- (idem.money_position, an aggregate: 20 µs against 6 µs for the probe) asked.
+            IF v_moved THEN
+                v_moved := coalesce((SELECT m.money_moved FROM idem.money_position AS m
+                                      WHERE m.biz_type = p_biz_type AND m.biz_id = p_biz_id), false);
+            END IF;
+            IF v_retired IS NULL AND NOT v_paid AND NOT v_moved THEN
                 outcome := 'executed'; status := 'PROCESSING'; version := 1;
                 claim_token := v_token;
                 RETURN;
             END IF;
-        ELSE
-            WITH claimed AS (
-                INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status,
-                                          lease_expires_at, request_payload, claim_token_hash)
-                VALUES (p_key, p_biz_type, p_biz_id, p_tool, v_hash, 'PROCESSING', now() + p_lease,
-                        p_request_payload, v_token_hash)
-                ON CONFLICT DO NOTHING
-                RETURNING created_at),
-            history AS (
-                INSERT INTO idem.transitions (idempotency_key, from_status, to_status, version,
-                                              actor_kind, created_at)
-                SELECT p_key, NULL, 'PROCESSING', 1, 'system', c.created_at FROM claimed AS c)
-            INSERT INTO idem.attempts (idempotency_key, biz_type, biz_id, tool, trigger_source,
-                                       outcome, request_hash, agent_id, trace_id)
-            SELECT p_key, p_biz_type, p_biz_id, p_tool, p_trigger_source, 'executed', v_hash,
-                   p_agent_id, p_trace_id
-              FROM claimed
-            RETURNING id INTO v_attempt;
-            IF FOUND THEN
-                -- A new record. Retention may have removed this key, or the business object's paid
-                -- record, before: their tombstones say so. Checked in a statement of its own, after
-                -- the insert, so that its snapshot includes a purge that committed while the insert
-                -- waited on the row it deleted (checked in the insert, it could have been missed).
-                SELECT (SELECT t.status FROM idem.retired_keys AS t WHERE t.idempotency_key = p_key),
-                       EXISTS (SELECT 1 FROM idem.retired_keys AS t
-                                WHERE t.biz_type = p_biz_type AND t.biz_id = p_biz_id
-                                  AND t.status = 'SUCCESS'),
-                       EXISTS (SELECT 1 FROM idem.fund_flows AS f
-                                WHERE f.biz_type = p_biz_type AND f.biz_id = p_biz_id)
-                  INTO v_retired, v_paid, v_moved;
-                -- A new business object has no flows yet: only when it has some is the money rule
-                -- (idem.money_position, an aggregate: 20 µs against 6 µs for the probe) asked.
-                IF v_moved THEN
-                    v_moved := coalesce((SELECT m.money_moved FROM idem.money_position AS m
-                                          WHERE m.biz_type = p_biz_type AND m.biz_id = p_biz_id), false);
-                END IF;
-                IF v_retired IS NULL AND NOT v_paid AND NOT v_moved THEN
-                    outcome := 'executed'; status := 'PROCESSING'; version := 1;
-                    claim_token := v_token;
-                    RETURN;
-                END IF;
-                -- Not to be run: take back what this call wrote (nothing of it was ever visible).
-                DELETE FROM idem.attempts AS a WHERE a.id = v_attempt;
-                DELETE FROM idem.transitions AS t
-                 WHERE t.id = (SELECT max(x.id) FROM idem.transitions AS x
-                                WHERE x.idempotency_key = p_key);
-                DELETE FROM idem.records AS r WHERE r.idempotency_key = p_key;
-                IF v_retired IS NOT NULL THEN
-                    outcome := 'retired'; status := v_retired;
-                ELSE
-                    -- Paid before retention removed its record, or money moved for it under a key
-                    -- whose record failed: another execution would charge again.
-                    outcome := 'rejected'; status := NULL;
-                END IF;
-                version := NULL;
-                EXIT;
+            -- Not to be run: take back what this call wrote (nothing of it was ever visible).
+            DELETE FROM idem.attempts AS a WHERE a.id = v_attempt;
+            DELETE FROM idem.transitions AS t
+             WHERE t.id = (SELECT max(x.id) FROM idem.transitions AS x
+                            WHERE x.idempotency_key = p_key);
+            DELETE FROM idem.records AS r WHERE r.idempotency_key = p_key;
+            IF v_retired IS NOT NULL THEN
+                outcome := 'retired'; status := v_retired;
+            ELSE
+                -- Paid before retention removed its record, or money moved for it under a key
+                -- whose record failed: another execution would charge again.
+                outcome := 'rejected'; status := NULL;
             END IF;
+            version := NULL;
+            EXIT;
         END IF;
 
         SELECT r.status, r.version, r.request_hash, r.biz_type, r.biz_id, r.response_payload,
@@ -623,9 +580,6 @@ BEGIN
             coalesce(p_older_than::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_cutoff := now() - p_older_than;
-    -- Exclusive against begin's shared hold (see idem.begin): waits for the begins in flight,
-    -- and begins that arrive meanwhile check their inserts the slow way.
-    PERFORM pg_advisory_xact_lock(7347261900532);
     -- A record a concurrent begin re-claims is locked by it; the DELETE waits, re-checks the status
     -- and leaves the now PROCESSING record alone.
     WITH gone AS (

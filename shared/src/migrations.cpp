@@ -172,16 +172,16 @@ namespace {
 
 // Texts of an applied migration that were released and then replaced, each by a text that ends
 // in the same schema once the later migrations ran: a database that applied one is not refused.
-// 008's first release (stops up to 13, and 15) lacked begin's in-statement tombstone check under
-// retention's lock and purge's exclusive hold; the released 008 of stop 14 has them, and 011
-// (CREATE OR REPLACE of idem.begin and idem.purge, the only functions the texts differ in) brings
-// either to the same functions.
+// 008 as released in stops 14 and 16 added begin's in-statement tombstone check under retention's
+// lock and purge's exclusive hold to the text of its first release (stops up to 13, and 15),
+// which the file holds; 011 (CREATE OR REPLACE of idem.begin and idem.purge, the only functions
+// the texts differ in) brings either to the same functions.
 struct EarlierText {
   int version;
   std::string_view checksum;
 };
 constexpr EarlierText kEarlierTexts[] = {
-    {8, "bb36a77114bbbb7e4d636f3673d46afb2e268866c10f1c443f13eae795cdcb09"},
+    {8, "c7ea87ed222a9e991b32ce76f31c03aea64e805ed78218189f588a1490e9fa00"},
 };
 
 bool isEarlierText(int version, std::string_view checksum) {
