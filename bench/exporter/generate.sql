@@ -54,11 +54,11 @@ SELECT 'h-' || r, CASE WHEN r % 10 < 6 THEN 'payment' WHEN r % 10 < 8 THEN 'refu
        now() - (:span_seconds * (1 - i::numeric / :attempts)) * interval '1 second'
   FROM (SELECT i, greatest(1, (i * 77 / 100))::bigint AS r FROM generate_series(1, :attempts) AS i) AS g;
 
-INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key, duplicate_of, created_at)
-SELECT biz_type, biz_id, 'DEBIT', 2990, 'CNY', 'gw-' || idempotency_key, idempotency_key, NULL, updated_at
+INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key, duplicate_of, created_at, recorded_by)
+SELECT biz_type, biz_id, 'DEBIT', 2990, 'CNY', 'gw-' || idempotency_key, idempotency_key, NULL, updated_at, 'ledger'
   FROM idem.records WHERE biz_type = 'payment' AND status = 'SUCCESS' ORDER BY updated_at;
-INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key, duplicate_of, created_at)
-SELECT biz_type, biz_id, 'DEBIT', 2990, 'CNY', 'gw2-' || idempotency_key, idempotency_key, id, created_at + interval '2 seconds'
+INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key, duplicate_of, created_at, recorded_by)
+SELECT biz_type, biz_id, 'DEBIT', 2990, 'CNY', 'gw2-' || idempotency_key, idempotency_key, id, created_at + interval '2 seconds', 'ledger'
   FROM idem.fund_flows WHERE id % 200 = 0 ORDER BY id;
 
 DO $$ DECLARE r record; BEGIN

@@ -55,22 +55,23 @@ SELECT 'h-' || i, x.f, x.s, x.v, 'bench', 'system', x.c
                           ('PROCESSING', g.status, 2, g.t + interval '1 second')) AS x(f, s, v, c);
 
 INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, external_ref,
-                             idempotency_key, duplicate_of, created_at)
-SELECT biz, 'o-' || i, 'DEBIT', 2990, 'CNY', 'gw-' || i, 'h-' || i, NULL, t + interval '500 ms'
+                             idempotency_key, duplicate_of, created_at, recorded_by)
+SELECT biz, 'o-' || i, 'DEBIT', 2990, 'CNY', 'gw-' || i, 'h-' || i, NULL, t + interval '500 ms',
+       'ledger'
   FROM g
  WHERE biz = 'payment' AND (status = 'UNKNOWN' OR (status = 'SUCCESS' AND i % 1000 <> 500));
 
 -- The duplicates (duplicate_of the first DEBIT), and the refund of every other one.
 INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, external_ref,
-                             idempotency_key, duplicate_of, created_at)
+                             idempotency_key, duplicate_of, created_at, recorded_by)
 SELECT f.biz_type, f.biz_id, 'DEBIT', 2990, 'CNY', 'gw-dup-' || g.i, f.idempotency_key, f.id,
-       g.t + interval '4 seconds'
+       g.t + interval '4 seconds', 'ledger'
   FROM g JOIN idem.fund_flows f ON f.external_ref = 'gw-' || g.i
  WHERE g.i % 500 = 250;
 INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, external_ref,
-                             idempotency_key, duplicate_of, created_at)
+                             idempotency_key, duplicate_of, created_at, recorded_by)
 SELECT f.biz_type, f.biz_id, 'REFUND', 2990, 'CNY', 'gw-ref-' || g.i, f.idempotency_key, NULL,
-       g.t + interval '60 seconds'
+       g.t + interval '60 seconds', 'ledger'
   FROM g JOIN idem.fund_flows f ON f.external_ref = 'gw-' || g.i
  WHERE g.i % 1000 = 250;
 

@@ -2,6 +2,7 @@
 
 #include <pqxx/connection>
 #include <pqxx/pqxx>
+#include <thread>
 
 #include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
@@ -27,9 +28,16 @@ constexpr const char* kResolve =
     "SELECT result, status, version FROM idem.resolve($1, $2, $3, $4, $5::jsonb)";
 constexpr const char* kReconcile = "SELECT idem.reconcile()";
 constexpr const char* kExpire = "SELECT idem.expire_leases()";
-constexpr const char* kFundFlow =
+constexpr const char* kPurge =
+    "SELECT records_deleted, attempts_deleted, transitions_deleted, tombstones_written FROM "
+    "idem.purge($1::interval)";
+// The gateway's word (idem_ledger) and the claimant's (idem_writer, with its claim token).
+constexpr const char* kLedgerFlow =
     "SELECT flow_id, is_duplicate, already_recorded FROM idem.record_fund_flow("
     "$1, $2, $3, $4, $5, $6, $7)";
+constexpr const char* kClaimantFlow =
+    "SELECT flow_id, is_duplicate, already_recorded FROM idem.record_fund_flow("
+    "$1, $2, $3, $4, $5, $6, $7, $8::uuid)";
 
 const char* orNull(const std::optional<std::string>& value) {
   return value ? value->c_str() : nullptr;
@@ -58,10 +66,23 @@ ChangeResult toChangeResult(const pqxx::row& row) {
 
 ProtocolClient::ProtocolClient(pqxx::connection& connection) : connection_(connection) {}
 
-// Each call is one statement under the calling thread's statement timeout.
+// Each call is one statement under the calling thread's statement timeout. A call that ended in a
+// serialization failure or a deadlock changed nothing: it runs again in a new transaction, whose
+// snapshot then gives the contract's answer. That is what REPEATABLE READ and SERIALIZABLE ask of
+// every client (a login or database may default to them); at READ COMMITTED it only happens when
+// begin's own rounds ran out under contention.
 template <typename Call>
 auto ProtocolClient::call(const char* what, Call&& body) {
-  return translatingErrors(what, [&] { return boundedCall(connection_, body); });
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return translatingErrors(what, [&] { return boundedCall(connection_, body); });
+    } catch (const DatabaseError& e) {
+      const bool transient = e.sqlstate() == "40001" || e.sqlstate() == "40P01";
+      if (!transient || attempt == kSerializationRetries) throw;
+      // A short, spread-out pause, so that the racers that failed together do not collide again.
+      std::this_thread::sleep_for(std::chrono::microseconds(200 * attempt + 97 * (attempt % 3)));
+    }
+  }
 }
 
 BeginResult ProtocolClient::begin(const BeginRequest& request) {
@@ -110,10 +131,10 @@ ChangeResult ProtocolClient::markUnknown(const std::string& key, int expectedVer
 ChangeResult ProtocolClient::settle(const std::string& key, int expectedVersion, RecordStatus to,
                                     const std::string& reason,
                                     const std::optional<std::string>& evidence,
-                                    bool overrideMoneyMoved) {
+                                    bool overrideSideEffect) {
   return call("settle", [&](pqxx::transaction_base& tx) {
     return toChangeResult(tx.exec_params1(kSettle, key, expectedVersion, std::string(format(to)),
-                                          reason, orNull(evidence), overrideMoneyMoved));
+                                          reason, orNull(evidence), overrideSideEffect));
   });
 }
 
@@ -135,16 +156,39 @@ int ProtocolClient::expireLeases() {
               [&](pqxx::transaction_base& tx) { return tx.exec_params1(kExpire)[0].as<int>(); });
 }
 
+PurgeResult ProtocolClient::purge(std::chrono::milliseconds age) {
+  return call("purge", [&](pqxx::transaction_base& tx) {
+    const pqxx::row r = tx.exec_params1(kPurge, std::to_string(age.count()) + " milliseconds");
+    return PurgeResult{r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>(),
+                       r[3].as<std::int64_t>()};
+  });
+}
+
+namespace {
+
+FundFlowResult toFundFlowResult(const pqxx::row& row) {
+  FundFlowResult out;
+  out.flowId = row[0].as<std::int64_t>();
+  out.isDuplicate = row[1].as<bool>();
+  out.alreadyRecorded = row[2].as<bool>();
+  return out;
+}
+
+}  // namespace
+
 FundFlowResult ProtocolClient::recordFundFlow(const FundFlowInput& flow) {
   return call("record_fund_flow", [&](pqxx::transaction_base& tx) {
-    const pqxx::row row = tx.exec_params1(
-        kFundFlow, flow.bizType, flow.bizId, std::string(format(flow.kind)), flow.amountMinor,
-        flow.currency, flow.externalRef, orNull(flow.idempotencyKey));
-    FundFlowResult out;
-    out.flowId = row[0].as<std::int64_t>();
-    out.isDuplicate = row[1].as<bool>();
-    out.alreadyRecorded = row[2].as<bool>();
-    return out;
+    return toFundFlowResult(tx.exec_params1(
+        kLedgerFlow, flow.bizType, flow.bizId, std::string(format(flow.kind)), flow.amountMinor,
+        flow.currency, flow.externalRef, orNull(flow.idempotencyKey)));
+  });
+}
+
+FundFlowResult ProtocolClient::recordFundFlow(const FundFlowInput& flow, const std::string& token) {
+  return call("record_fund_flow", [&](pqxx::transaction_base& tx) {
+    return toFundFlowResult(tx.exec_params1(
+        kClaimantFlow, flow.bizType, flow.bizId, std::string(format(flow.kind)), flow.amountMinor,
+        flow.currency, flow.externalRef, orNull(flow.idempotencyKey), orNull(token)));
   });
 }
 

@@ -14,15 +14,17 @@
 namespace idem {
 namespace {
 
-// What the server says about the record's business object and lease, by its own rule and clock:
-// money_moved comes from the view idem.money_position (the rule idem.settle enforces), never
-// from counting flows here; the lease is compared with the database's now(), as idem.settle does.
+// What the server says about the record's side effect and lease, by its own rule and clock:
+// side_effect_recorded and what the business type declares come from idem.side_effect_of (the
+// rule idem.settle enforces), never from counting flows here; the lease is compared with the
+// database's now(), as idem.settle does.
 constexpr const char* kServerView =
-    "SELECT coalesce(m.money_moved, false), "
-    "r.status = 'PROCESSING' AND r.lease_expires_at >= now(), "
-    "greatest(0, (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint) "
-    "FROM idem.records r LEFT JOIN idem.money_position m "
-    "ON m.biz_type = r.biz_type AND m.biz_id = r.biz_id WHERE r.idempotency_key = $1";
+    "SELECT s.side_effect_recorded, s.ledger_can_tell, s.declared, s.effect_kinds, "
+    "s.description, r.status = 'PROCESSING' AND r.lease_expires_at >= now(), "
+    "greatest(0, (extract(epoch FROM r.lease_expires_at - now()) * 1000)::bigint), "
+    "s.reversal_kinds "
+    "FROM idem.records r CROSS JOIN LATERAL idem.side_effect_of(r.idempotency_key) s "
+    "WHERE r.idempotency_key = $1";
 
 // At most this many flows are named in one sentence; the evidence table shows them all.
 constexpr std::size_t kFlowsNamed = 6;
@@ -81,16 +83,38 @@ std::string describeLease(const SettleAssessment& a) {
   return out;
 }
 
-std::string moneyMovedWarning(const SettleAssessment& a, bool overridden) {
-  std::string out = "money moved for " + objectOf(*a.record) + " (" + describeFlows(a.flows) +
-                    "): settling FAILED declares the payment did not happen, and a retry may "
-                    "charge the customer again";
+std::string sideEffectWarning(const SettleAssessment& a, bool overridden) {
+  std::string out = "the ledger records the side effect of " + objectOf(*a.record) + " (" +
+                    describeFlows(a.flows) + "): settling FAILED declares that the " +
+                    a.record->bizType +
+                    " did not happen, and a retry may carry it out a second time";
   if (overridden) out += "; overridden: the transition's evidence records the override";
   return out;
 }
 
+// For a type whose side effect leaves no line in the ledger: nothing the machine holds can tell.
+std::string ledgerCannotTellWarning(const SettleAssessment& a) {
+  return "the ledger cannot tell whether this " + a.record->bizType + " happened (" +
+         a.typeDescription +
+         "): FAILED is your word that it did not, and lets a retry carry it out again; check "
+         "the downstream system first";
+}
+
 std::string statusOf(const ChangeResult& change) {
   return change.status ? std::string(format(*change.status)) : "?";
+}
+
+// A text[] of flow kinds, as the database spells them.
+std::vector<FundFlowKind> flowKinds(const pqxx::field& field) {
+  std::vector<FundFlowKind> out;
+  auto kinds = field.as_array();
+  for (auto item = kinds.get_next(); item.first != pqxx::array_parser::done;
+       item = kinds.get_next()) {
+    if (item.first == pqxx::array_parser::string_value) {
+      out.push_back(parse<FundFlowKind>(item.second));
+    }
+  }
+  return out;
 }
 
 // The assessment's reads, in one snapshot (repeatable read): the record, its flows and the server's
@@ -105,10 +129,16 @@ SettleAssessment readAssessment(pqxx::connection& connection, const std::string&
     const pqxx::result view = tx.exec_params(kServerView, key);
     tx.commit();
     if (view.empty()) return out;  // cannot happen in one snapshot; then nothing is known
-    out.moneyMoved = view[0][0].as<bool>();
-    out.leaseActive = view[0][1].as<bool>();
-    if (out.leaseActive && !view[0][2].is_null()) {
-      out.leaseRemaining = std::chrono::milliseconds(view[0][2].as<long long>());
+    const pqxx::row row = view[0];
+    out.sideEffectRecorded = row[0].as<bool>();
+    out.ledgerCanTell = row[1].as<bool>();
+    out.typeDeclared = row[2].as<bool>();
+    out.effectKinds = flowKinds(row[3]);
+    out.reversalKinds = flowKinds(row[7]);
+    out.typeDescription = row[4].c_str();
+    out.leaseActive = row[5].as<bool>();
+    if (out.leaseActive && !row[6].is_null()) {
+      out.leaseRemaining = std::chrono::milliseconds(row[6].as<long long>());
     }
     return out;
   });
@@ -125,7 +155,7 @@ std::vector<Transition> changesAfter(pqxx::connection& connection, const std::st
 }
 
 // What the assessment's reads mean for a settle to `to`: the warnings, strongest first.
-SettleAssessment weigh(SettleAssessment out, RecordStatus to, bool overrideMoneyMoved) {
+SettleAssessment weigh(SettleAssessment out, RecordStatus to, bool overrideSideEffect) {
   if (!out.record) return out;
   const Record& r = *out.record;
 
@@ -141,9 +171,12 @@ SettleAssessment weigh(SettleAssessment out, RecordStatus to, bool overrideMoney
     out.blocking = true;
     out.warnings.push_back("the record is PROCESSING and its lease is live: " + describeLease(out));
   }
-  if (to == RecordStatus::Failed && out.moneyMoved && r.status != RecordStatus::Success) {
-    if (!overrideMoneyMoved) out.blocking = true;
-    out.warnings.push_back(moneyMovedWarning(out, overrideMoneyMoved));
+  if (to == RecordStatus::Failed && out.sideEffectRecorded && r.status != RecordStatus::Success) {
+    if (!overrideSideEffect) out.blocking = true;
+    out.warnings.push_back(sideEffectWarning(out, overrideSideEffect));
+  } else if (to == RecordStatus::Failed && !out.ledgerCanTell &&
+             r.status != RecordStatus::Success && r.status != RecordStatus::Failed) {
+    out.warnings.push_back(ledgerCannotTellWarning(out));
   }
   // The database marks every flow after the first of its kind as a duplicate (duplicate_of).
   const auto duplicateDebits = std::count_if(
@@ -158,11 +191,11 @@ SettleAssessment weigh(SettleAssessment out, RecordStatus to, bool overrideMoney
     out.correction = r.status == RecordStatus::Failed;
     if (out.correction) {
       out.warnings.emplace_back(
-          "a correction: the record is FAILED; SUCCESS says the money moved after all");
+          "a correction: the record is FAILED; SUCCESS says the side effect happened after all");
     }
-    if (!out.moneyMoved) {
-      out.warnings.push_back("no fund flow shows money moved for " + objectOf(r) +
-                             ": nothing shows the money moved");
+    if (!out.sideEffectRecorded && out.ledgerCanTell) {
+      out.warnings.push_back("no " + describeKinds(out.effectKinds) + " flow for " + objectOf(r) +
+                             " shows that it happened");
     }
   }
   return out;
@@ -177,7 +210,7 @@ SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request)
     return out;
   }
 
-  out.assessment = assessSettle(connection, request.key, request.to, request.overrideMoneyMoved);
+  out.assessment = assessSettle(connection, request.key, request.to, request.overrideSideEffect);
   if (!out.assessment.record) {
     out.verdict = SettleVerdict::NotFound;
     out.message = "no record has the idempotency key '" + request.key + "'";
@@ -191,7 +224,7 @@ SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request)
   if (evidence && evidence->empty()) evidence.reset();
   ProtocolClient client(connection);
   out.change = client.settle(request.key, expected, request.to, request.reason, evidence,
-                             request.overrideMoneyMoved);
+                             request.overrideSideEffect);
   const std::string to(format(request.to));
   switch (out.change.result) {
     case ResultCode::Ok:
@@ -199,28 +232,30 @@ SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request)
       out.message = std::string(out.assessment.correction ? "corrected " : "settled ") +
                     request.key + " to " + to + " (version " +
                     std::to_string(out.change.version.value_or(0)) + ")";
-      if (request.overrideMoneyMoved && out.assessment.moneyMoved) {
-        out.message += "; the override of money moved is recorded in the transition's evidence";
+      if (request.overrideSideEffect && out.assessment.sideEffectRecorded) {
+        out.message += "; the override of the recorded side effect is in the transition's evidence";
       }
       break;
     case ResultCode::LeaseActive:
       out.verdict = SettleVerdict::LeaseActive;
       out.assessment =
-          assessSettle(connection, request.key, request.to, request.overrideMoneyMoved);
+          assessSettle(connection, request.key, request.to, request.overrideSideEffect);
       out.message = "refused by the server (lease_active): " + request.key + " is PROCESSING and " +
                     describeLease(out.assessment) +
                     ". Settle it once the lease has ended; nothing was written";
       break;
-    case ResultCode::MoneyMoved:
-      out.verdict = SettleVerdict::MoneyMoved;
+    case ResultCode::SideEffectRecorded:
+      out.verdict = SettleVerdict::SideEffectRecorded;
       out.assessment =
-          assessSettle(connection, request.key, request.to, request.overrideMoneyMoved);
-      out.message = "refused by the server (money_moved): money moved for " +
-                    (out.assessment.record ? objectOf(*out.assessment.record) : request.key) +
-                    ": " + describeFlows(out.assessment.flows) +
-                    ". FAILED would let a retry charge the customer again; settle SUCCESS, or "
-                    "confirm with the gateway that no charge stands and override explicitly; "
-                    "nothing was written";
+          assessSettle(connection, request.key, request.to, request.overrideSideEffect);
+      out.message =
+          "refused by the server (side_effect_recorded): the ledger records the side "
+          "effect of " +
+          (out.assessment.record ? objectOf(*out.assessment.record) : request.key) + ": " +
+          describeFlows(out.assessment.flows) +
+          ". FAILED would let a retry carry it out again; settle SUCCESS, or confirm "
+          "with the downstream that it did not happen and override explicitly; nothing "
+          "was written";
       break;
     case ResultCode::Conflict:
       out.verdict = SettleVerdict::Conflict;
@@ -249,12 +284,21 @@ SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request)
       // settle takes no claim token; this answer means the server and this client disagree.
       throw DatabaseError("",
                           "settle: the server answered not_claimant, which settle never "
-                          "returns under schema contract v2");
+                          "returns under schema contract v3");
   }
   return out;
 }
 
 }  // namespace
+
+std::string describeKinds(const std::vector<FundFlowKind>& kinds) {
+  std::string out;
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    if (i > 0) out += i + 1 == kinds.size() ? " or " : ", ";
+    out += format(kinds[i]);
+  }
+  return out;
+}
 
 std::vector<std::string> validateSettleRequest(const SettleRequest& request) {
   std::vector<std::string> problems;
@@ -277,9 +321,9 @@ std::vector<std::string> validateSettleRequest(const SettleRequest& request) {
 }
 
 SettleAssessment assessSettle(pqxx::connection& connection, const std::string& key, RecordStatus to,
-                              bool overrideMoneyMoved) {
+                              bool overrideSideEffect) {
   return translatingErrors("weigh the evidence", [&] {
-    return weigh(readAssessment(connection, key), to, overrideMoneyMoved);
+    return weigh(readAssessment(connection, key), to, overrideSideEffect);
   });
 }
 

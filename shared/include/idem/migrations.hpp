@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <pqxx/connection>
 #include <pqxx/transaction_base>
@@ -56,6 +57,9 @@ MigrationReport migrate(pqxx::connection& connection, const std::vector<Migratio
 
 // The migration from which the database carries schema contract version 2 and its grants.
 inline constexpr int kContractV2Migration = 9;
+// The migration from which it carries version 3: side effects per business type, the ledger's two
+// writers.
+inline constexpr int kContractV3Migration = 14;
 
 // One EXECUTE grant the contract allows: a function (as regprocedure prints it, e.g.
 // "idem.expire_leases()") and a role. Every other grant on an idem function is a hole.
@@ -65,6 +69,8 @@ struct FunctionGrant {
   // The migration that creates the grant: a database migrated only up to an earlier one (idemctl
   // migrate --up-to) is not told it lacks it.
   int since = kContractV2Migration;
+  // The migration that takes it away again (a later contract's); the grant holds before it.
+  int until = std::numeric_limits<int>::max();
 };
 
 // The contract's role table (docs/contract/schema.md, "Roles"), the one place it is written down.

@@ -1,9 +1,13 @@
 // A typed client for the protocol functions of the idem schema (docs/contract/schema.md, version
-// 2). One instance per connection; each call is one autocommit statement, as the protocol requires:
+// 3). One instance per connection; each call is one autocommit statement, as the protocol requires:
 // begin must commit before the caller goes downstream, complete after it comes back.
 //
 // Only the claimant may report the outcome: `begin` hands the caller that got `executed` a claim
 // token, and complete / fail / markUnknown must present it (else `not_claimant`, nothing changes).
+//
+// At any isolation level: a call that ends in a serialization failure (40001) or a deadlock
+// (40P01) changed nothing, and is run again in a new transaction, up to kSerializationRetries
+// times, as REPEATABLE READ and SERIALIZABLE ask of their clients.
 #pragma once
 
 #include <chrono>
@@ -62,6 +66,17 @@ struct FundFlowResult {
   bool alreadyRecorded = false;  // the same external_ref again: nothing was written
 };
 
+// How many times a call is run when it keeps failing with 40001 or 40P01.
+inline constexpr int kSerializationRetries = 8;
+
+// What retention removed (idem.purge).
+struct PurgeResult {
+  std::int64_t records = 0;
+  std::int64_t attempts = 0;
+  std::int64_t transitions = 0;
+  std::int64_t tombstones = 0;
+};
+
 class ProtocolClient {
  public:
   // Holds no session state (no prepared statements), so it works behind a transaction-mode pooler.
@@ -81,14 +96,23 @@ class ProtocolClient {
   // The operator's settle; see settlement.hpp for the checked path people use.
   ChangeResult settle(const std::string& key, int expectedVersion, RecordStatus to,
                       const std::string& reason, const std::optional<std::string>& evidence,
-                      bool overrideMoneyMoved = false);
+                      bool overrideSideEffect = false);
   // The reconciler's decision from evidence (a JSON object, required).
   ChangeResult resolve(const std::string& key, int expectedVersion, RecordStatus to,
                        const std::string& reason, const std::string& evidence);
-  // Resolves to SUCCESS every stuck record whose own key has a DEBIT or CAPTURE flow.
+  // Resolves to SUCCESS every stuck record whose own key has a flow of one of its business
+  // type's effect kinds.
   int reconcile();
   int expireLeases();
+  // Retention, as the schema's owner: SUCCESS and FAILED records older than `age` go, each leaving
+  // its tombstone.
+  PurgeResult purge(std::chrono::milliseconds age);
+  // The gateway's word on the ledger (a callback, a statement line, a status lookup): a login
+  // granted idem_ledger.
   FundFlowResult recordFundFlow(const FundFlowInput& flow);
+  // The claimant's word: its own side effect, under flow.idempotencyKey, with the claim token begin
+  // returned (a login granted idem_writer). A wrong token is refused with an error (42501).
+  FundFlowResult recordFundFlow(const FundFlowInput& flow, const std::string& token);
 
  private:
   template <typename Call>

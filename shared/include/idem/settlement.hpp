@@ -1,9 +1,10 @@
 // The operator's settle, checked: the one code path behind the admin app's Settle dialog and
 // `idemctl settle`. It validates the input, shows the evidence (fund flows of the business object,
-// and whether money moved as the database decides it: the view idem.money_position, the same rule
-// idem.settle enforces, never a second copy in C++), settles with the version the operator saw,
-// and turns each refusal of the server into a verdict with a sentence: lease_active with when the
-// lease ends, money_moved with the flows, conflict with what changed since and by whom.
+// and whether the ledger records the record's side effect as the database decides it:
+// idem.side_effect_of, the same rule idem.settle enforces, never a second copy in C++), settles
+// with the version the operator saw, and turns each refusal of the server into a verdict with a
+// sentence: lease_active with when the lease ends, side_effect_recorded with the flows, conflict
+// with what changed since and by whom.
 #pragma once
 
 #include <chrono>
@@ -25,17 +26,25 @@ struct SettleRequest {
   RecordStatus to = RecordStatus::Failed;
   std::string reason;
   std::optional<std::string> evidence;  // JSON text
-  // Settle FAILED although money moved for the business object (the server's money_moved rule);
-  // the transition's evidence records the override. Needs a reason like any settle.
-  bool overrideMoneyMoved = false;
+  // Settle FAILED although the ledger records the side effect (the server's side_effect_recorded
+  // rule); the transition's evidence records the override. Needs a reason like any settle.
+  bool overrideSideEffect = false;
 };
 
 // What the evidence says about a decision, before it is made.
 struct SettleAssessment {
   std::optional<Record> record;
   std::vector<FundFlow> flows;
-  // As the database decides it (idem.money_position): DEBIT + CAPTURE exceed REFUND.
-  bool moneyMoved = false;
+  // As the database decides it (idem.side_effect_of): a flow of one of the business type's
+  // effect kinds under the record's key, or for its business object beyond the reversals.
+  bool sideEffectRecorded = false;
+  // Does the business type's side effect leave a line in the ledger at all? false (a coupon):
+  // the ledger cannot tell, and FAILED is the operator's word that it did not happen.
+  bool ledgerCanTell = true;
+  bool typeDeclared = true;  // idem.business_types names the type; else read cautiously
+  std::vector<FundFlowKind> effectKinds;    // what proves the side effect, per the type
+  std::vector<FundFlowKind> reversalKinds;  // what gives it back (a payment's REFUND)
+  std::string typeDescription;
   bool duplicateDebit = false;  // more than one DEBIT: the customer was already charged twice
   // A PROCESSING record whose lease has not expired: the server refuses to settle it
   // (lease_active).
@@ -43,20 +52,21 @@ struct SettleAssessment {
   // With leaseActive: how long until the lease ends, by the database's clock (record->
   // leaseExpiresAt says when).
   std::optional<std::chrono::milliseconds> leaseRemaining;
-  // FAILED -> SUCCESS: a correction (the money moved after all), allowed by the server.
+  // FAILED -> SUCCESS: a correction (the side effect happened after all), allowed by the server.
   bool correction = false;
   // Human-readable, strongest first. "blocking": the server will refuse the settle as asked
-  // (money_moved without the override, or lease_active).
+  // (side_effect_recorded without the override, or lease_active).
   std::vector<std::string> warnings;
   bool blocking = false;
 };
 
 enum class SettleVerdict {
-  Settled,       // written
-  InvalidInput,  // blank reason, bad target status, evidence that is not JSON: nothing sent
-  MoneyMoved,    // FAILED while money moved and no override: nothing written
-  LeaseActive,   // PROCESSING, lease live: its claimant may still answer; nothing written
-  Conflict,      // the record changed since the operator looked: nothing written
+  Settled,             // written
+  InvalidInput,        // blank reason, bad target status, evidence that is not JSON: nothing sent
+  SideEffectRecorded,  // FAILED while the ledger records the side effect, no override: nothing
+                       // written
+  LeaseActive,         // PROCESSING, lease live: its claimant may still answer; nothing written
+  Conflict,            // the record changed since the operator looked: nothing written
   NotFound,
   InvalidTransition,  // the record's status cannot move to the target (SUCCESS is final)
 };
@@ -69,14 +79,17 @@ struct SettleOutcome {
   std::vector<Transition> changesSince;  // on Conflict: what happened after expectedVersion
 };
 
+// "REFUND", "DEBIT or CAPTURE": flow kinds in a sentence.
+std::string describeKinds(const std::vector<FundFlowKind>& kinds);
+
 // Input errors, one sentence each; empty when the request may be sent.
 std::vector<std::string> validateSettleRequest(const SettleRequest& request);
 
 // Reads the record, the fund flows of its business object and the server's view of them
-// (money_moved, lease_active) and derives the warnings for settling it to `to`. With
-// overrideMoneyMoved, money moved still warns but no longer blocks.
+// (side_effect_recorded, lease_active) and derives the warnings for settling it to `to`. With
+// overrideSideEffect, the recorded side effect still warns but no longer blocks.
 SettleAssessment assessSettle(pqxx::connection& connection, const std::string& key, RecordStatus to,
-                              bool overrideMoneyMoved = false);
+                              bool overrideSideEffect = false);
 
 // The whole checked path. Throws DatabaseError only for database failures; every refusal is a
 // verdict with a message.

@@ -26,7 +26,9 @@ enum class ResultCode {
   NotClaimant,  // the claim token does not match: only the claimant may complete, fail,
                 // mark_unknown
   LeaseActive,  // a PROCESSING record whose lease is live: its claimant may still answer
-  MoneyMoved,   // FAILED refused: money moved for the business object
+  // FAILED refused: the ledger records the record's side effect (its business type's effect
+  // flows under its key or for its business object), so declaring it failed could run it twice
+  SideEffectRecorded,
 };
 
 // The spelling of each value in the database, in declaration order.
@@ -102,7 +104,7 @@ struct Vocabulary<ResultCode> {
       {ResultCode::NotFound, "not_found"},
       {ResultCode::NotClaimant, "not_claimant"},
       {ResultCode::LeaseActive, "lease_active"},
-      {ResultCode::MoneyMoved, "money_moved"},
+      {ResultCode::SideEffectRecorded, "side_effect_recorded"},
   }};
 };
 
