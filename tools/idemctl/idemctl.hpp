@@ -12,14 +12,15 @@ namespace idem::ctl {
 
 // Exit codes: 0 done, 1 failed (database unreachable, a migration failed), 2 usage error; a settle
 // the server refused (nothing was written) exits with one code per reason, so a runbook script can
-// branch on it: 3 the record changed since the version given, 4 money moved (FAILED refused),
+// branch on it: 3 the record changed since the version given, 4 the ledger records the side
+// effect (FAILED refused),
 // 5 the lease is live, 6 invalid transition (SUCCESS is final, FAILED already), 7 no such key.
 enum ExitCode : int {
   kOk = 0,
   kFailed = 1,
   kUsage = 2,
   kConflict = 3,
-  kMoneyMoved = 4,
+  kSideEffectRecorded = 4,
   kLeaseActive = 5,
   kInvalidTransition = 6,
   kNotFound = 7,

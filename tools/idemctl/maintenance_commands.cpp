@@ -1,10 +1,7 @@
 // Maintenance a deployment schedules: the lease sweep and retention.
 #include <ostream>
-#include <pqxx/pqxx>
 
 #include "database_flags.hpp"
-#include "idem/bounded_transaction.hpp"
-#include "idem/database_error.hpp"
 #include "idem/duration.hpp"
 #include "idem/protocol_client.hpp"
 #include "idemctl.hpp"
@@ -39,19 +36,12 @@ int runPurge(const std::vector<std::string>& args, Streams streams,
   if (!cli.parse(args, streams.out)) return kOk;
   if (!age || age->count() <= 0) throw UsageError("--older-than is required and must be positive");
   auto connection = connect(connectionFrom(dsn, "idemctl purge"));
-  return translatingErrors("purge", [&] {
-    const pqxx::row r = boundedCall(*connection, [&](pqxx::transaction_base& tx) {
-      return tx.exec_params1(
-          "SELECT records_deleted, attempts_deleted, transitions_deleted, tombstones_written FROM "
-          "idem.purge($1::interval)",
-          std::to_string(age->count()) + " milliseconds");
-    });
-    streams.out << "purged rows older than " << formatDuration(*age) << ": " << r[0].c_str()
-                << " records, " << r[1].c_str() << " attempts, " << r[2].c_str() << " transitions; "
-                << r[3].c_str()
-                << " tombstones written (idem.retired_keys: those keys can never run again)\n";
-    return static_cast<int>(kOk);
-  });
+  const PurgeResult r = ProtocolClient(*connection).purge(*age);
+  streams.out << "purged rows older than " << formatDuration(*age) << ": " << r.records
+              << " records, " << r.attempts << " attempts, " << r.transitions << " transitions; "
+              << r.tombstones
+              << " tombstones written (idem.retired_keys: those keys can never run again)\n";
+  return kOk;
 }
 
 [[maybe_unused]] const bool expireLeasesRegistered =

@@ -21,8 +21,10 @@ int schemaVersion(pqxx::connection& connection) {
 
 std::string describeVersion(int version) {
   if (version == 0) return "an empty database";
-  return "version " + std::to_string(version) + " (schema contract v" +
-         (version >= kContractV2Migration ? "2" : "1") + ")";
+  const char* contract = version >= kContractV3Migration   ? "3"
+                         : version >= kContractV2Migration ? "2"
+                                                           : "1";
+  return "version " + std::to_string(version) + " (schema contract v" + contract + ")";
 }
 
 int runMigrate(const std::vector<std::string>& args, Streams streams,

@@ -12,8 +12,9 @@ constexpr const char* kExitCodes = R"(exit codes:
   1  failed: the database could not be reached or answered with an error
   2  usage: a flag is missing or wrong, a blank reason, evidence that is not JSON
   3  refused, conflict: the record changed since --expect-version; what changed is printed
-  4  refused, money_moved: FAILED while money moved for the business object; the flows are
-     printed; --override-money-moved (with a reason quoting the gateway) overrides it
+  4  refused, side_effect_recorded: FAILED while the ledger records the record's side effect
+     (its business type's effect flows, e.g. a payment's DEBIT, a refund's REFUND); the flows
+     are printed; --override-side-effect (with a reason quoting the downstream) overrides it
   5  refused, lease_active: PROCESSING with a live lease, its claimant may still answer; the
      lease's end is printed; settle after it ends
   6  refused, invalid_transition: SUCCESS is final, or the record is FAILED already
@@ -44,7 +45,7 @@ int runSettle(const std::vector<std::string>& args, Streams streams,
               const std::atomic<bool>& /*stop*/) {
   std::optional<std::string> to, reason, evidence, dsn;
   std::optional<int> expectVersion;
-  bool overrideMoneyMoved = false, overrideDebitWarning = false;
+  bool overrideSideEffect = false, overrideMoneyMoved = false, overrideDebitWarning = false;
   std::vector<std::string> keys;
   CommandLine cli("idemctl settle", "idemctl settle KEY --to SUCCESS|FAILED --reason TEXT [flags]",
                   kExitCodes);
@@ -54,11 +55,13 @@ int runSettle(const std::vector<std::string>& args, Streams streams,
   cli.integer("expect-version", "N",
               "the version you looked at; refused if the record changed since (default: current)",
               expectVersion, 1, 1'000'000'000);
-  cli.flag("override-money-moved",
-           "settle FAILED although money moved for the business object (only when the gateway "
-           "confirms no charge stands; quote it in --reason); the evidence records the override",
-           overrideMoneyMoved);
-  cli.flag("override-debit-warning", "deprecated: the old name of --override-money-moved",
+  cli.flag("override-side-effect",
+           "settle FAILED although the ledger records the side effect (only when the downstream "
+           "confirms in writing that it did not happen, or was undone; quote it in --reason); the "
+           "evidence records the override",
+           overrideSideEffect);
+  cli.flag("override-money-moved", "the former name of --override-side-effect", overrideMoneyMoved);
+  cli.flag("override-debit-warning", "deprecated: the first name of --override-side-effect",
            overrideDebitWarning);
   declareDsn(cli, dsn);
   cli.positionals(keys);
@@ -81,12 +84,13 @@ int runSettle(const std::vector<std::string>& args, Streams streams,
   request.reason = *reason;
   request.evidence = evidence;
   if (expectVersion) request.expectedVersion = *expectVersion;
-  if (overrideDebitWarning) {
-    streams.err << "idemctl settle: --override-debit-warning is deprecated, use "
-                   "--override-money-moved (it now covers every flow that moves money, not only "
-                   "DEBIT)\n";
+  if (overrideDebitWarning || overrideMoneyMoved) {
+    streams.err << "idemctl settle: --override-"
+                << (overrideMoneyMoved ? "money-moved" : "debit-warning")
+                << " is deprecated, use --override-side-effect (it covers every business type's "
+                   "side effect, not only a charge)\n";
   }
-  request.overrideMoneyMoved = overrideMoneyMoved || overrideDebitWarning;
+  request.overrideSideEffect = overrideSideEffect || overrideMoneyMoved || overrideDebitWarning;
 
   auto connection = connect(connectionFrom(dsn, "idemctl settle"));
   const SettleOutcome outcome = settleRecord(*connection, request);
@@ -108,12 +112,12 @@ int runSettle(const std::vector<std::string>& args, Streams streams,
       streams.err << "idemctl settle: " << outcome.message << "\n";
       printChanges(streams.err, outcome.changesSince);
       return kConflict;
-    case SettleVerdict::MoneyMoved:
+    case SettleVerdict::SideEffectRecorded:
       streams.err << "idemctl settle: " << outcome.message << "\n";
       printFlows(streams.err, outcome.assessment.flows);
-      streams.err << "  to override: --override-money-moved, with a --reason that quotes the "
-                     "gateway's confirmation\n";
-      return kMoneyMoved;
+      streams.err << "  to override: --override-side-effect, with a --reason that quotes the "
+                     "downstream's confirmation\n";
+      return kSideEffectRecorded;
     case SettleVerdict::LeaseActive:
       streams.err << "idemctl settle: " << outcome.message << "\n";
       return kLeaseActive;

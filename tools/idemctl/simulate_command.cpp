@@ -28,7 +28,8 @@ const RateFlag kRates[] = {
     {"refused-rate", &sim::SimulationConfig::refusedRate,
      "connection refused before sending: a retryable failure, run again with the same key"},
     {"careless-rate", &sim::SimulationConfig::carelessRate,
-     "operations whose client tries the holes schema v2 closes (the demo: 0.05)"},
+     "operations whose client tries the holes the schema closes, on a login granted only "
+     "idem_writer (the demo: 0.05)"},
     {"llm-retry-rate", &sim::SimulationConfig::llmRetryRate, "the model re-issues the call"},
     {"framework-retry-rate", &sim::SimulationConfig::frameworkRetryRate,
      "the agent framework's retry policy fires"},
@@ -56,7 +57,7 @@ std::string rate(const sim::Progress& p) {
 int runSimulate(const std::vector<std::string>& args, Streams streams,
                 const std::atomic<bool>& stop) {
   sim::SimulationConfig config;
-  std::optional<std::string> dsn, runId, operatorDsn, reconcilerDsn;
+  std::optional<std::string> dsn, runId, operatorDsn, reconcilerDsn, ledgerDsn, journal;
   bool quiet = false;
   CommandLine cli("idemctl simulate", "idemctl simulate [flags]");
   cli.integer("agents", "N", "concurrent agents, one connection each", config.agents, 1, 256);
@@ -73,13 +74,24 @@ int runSimulate(const std::vector<std::string>& args, Streams streams,
   cli.duration("expire-leases-every", "run idem.expire_leases() this often; 0 = never",
                config.expireLeasesEvery);
   cli.duration("settle-every",
-               "an operator settles this run's stuck records this often: SUCCESS where money "
-               "moved, FAILED where nothing did; 0 = never",
+               "an operator settles this run's stuck records this often: SUCCESS where the "
+               "ledger or the downstream shows the side effect, FAILED where neither does; "
+               "0 = never",
                config.settleEvery);
   cli.duration("reconcile-every", "run idem.reconcile() this often; 0 = never",
                config.reconcileEvery);
   cli.text("operator-dsn", "DSN", "the operator's login, an idem_operator (default: --db.dsn)",
            operatorDsn);
+  cli.duration("gateway-report-every",
+               "the gateway reports what it did to the ledger this often, whether or not the "
+               "agent heard back (its callbacks and statement); 0 = never",
+               config.gatewayReportEvery);
+  cli.text("ledger-dsn", "DSN", "the gateway's login, an idem_ledger (default: --db.dsn)",
+           ledgerDsn);
+  cli.text("downstream-journal", "FILE",
+           "the downstream's own record of every side effect, appended as it acts and read back "
+           "by a restarted simulation (default: kept in memory)",
+           journal);
   cli.text("reconciler-dsn", "DSN",
            "the reconciler's login, an idem_reconciler (default: --db.dsn)", reconcilerDsn);
   cli.duration("downstream-latency", "how long each downstream call takes",
@@ -94,6 +106,8 @@ int runSimulate(const std::vector<std::string>& args, Streams streams,
   config.connection = connectionFrom(dsn, "idemctl simulate");
   if (operatorDsn)
     config.operatorConnection = connectionFrom(operatorDsn, "idemctl simulate (operator)");
+  if (ledgerDsn) config.ledgerConnection = connectionFrom(ledgerDsn, "idemctl simulate (ledger)");
+  if (journal) config.downstreamJournal = *journal;
   if (reconcilerDsn) {
     config.reconcilerConnection = connectionFrom(reconcilerDsn, "idemctl simulate (reconciler)");
   }
@@ -123,7 +137,7 @@ int runSimulate(const std::vector<std::string>& args, Streams streams,
   if (const std::int64_t open = summary.holesOpen(); open > 0) {
     streams.err << "idemctl simulate: " << open
                 << " careless attempt(s) went through: this database does not enforce schema "
-                   "contract v2 (run idemctl migrate)\n";
+                   "contract v3 (run idemctl migrate)\n";
     return kFailed;
   }
   return kOk;

@@ -8,10 +8,12 @@
 
 namespace idem::sim {
 
-Agent::Agent(std::string id, const SimulationConfig& config, TrafficCounters& counters)
+Agent::Agent(std::string id, const SimulationConfig& config, TrafficCounters& counters,
+             Downstream& downstream)
     : id_(std::move(id)),
       config_(config),
       counters_(counters),
+      downstream_(downstream),
       tokens_(config.seed ^ std::hash<std::string>{}(id_)) {}
 
 ProtocolClient& Agent::client() {
@@ -51,37 +53,55 @@ void Agent::downstreamLatency() const {
   if (config_.downstreamLatency.count() > 0) std::this_thread::sleep_for(config_.downstreamLatency);
 }
 
-// The downstream books the money; the buggy one books it twice under two references.
-void Agent::charge(const OperationPlan& plan, const std::string& key, bool careless) {
+// The downstream acts: once, or, when it is buggy, twice under two references. A careless
+// client's executions are numbered from 11 so that the ledger shows them for what they are.
+std::vector<SideEffect> Agent::act(const OperationPlan& plan, const std::string& key,
+                                   bool careless) {
   downstreamLatency();
-  if (!plan.flowKind) return;
+  std::vector<SideEffect> done;
   const int times = plan.doubleCharge ? 2 : 1;
-  for (int n = careless ? 11 : 1; n <= (careless ? 10 : 0) + times; ++n) {
-    const FundFlowResult r =
-        client().recordFundFlow({plan.bizType, plan.bizId, *plan.flowKind, plan.amountMinor, "CNY",
-                                 plan.gatewayRef(n), key});
-    if (*plan.flowKind == FundFlowKind::Debit) counters_.charges.fetch_add(1);
-    if (r.isDuplicate) counters_.doubleCharges.fetch_add(1);
+  for (int i = 1; i <= times; ++i) {
+    done.push_back(downstream_.execute(plan, key, careless ? 10 + i : i, careless || i > 1));
+    if (plan.flowKind == FundFlowKind::Debit) counters_.charges.fetch_add(1);
+    if (i > 1) counters_.doubleCharges.fetch_add(1);
+  }
+  return done;
+}
+
+void Agent::report(const std::vector<SideEffect>& done, const Claim& claim) {
+  for (const SideEffect& e : done) {
+    if (!e.kind) continue;  // a coupon leaves no line in the ledger
+    client().recordFundFlow({e.bizType, e.bizId, *e.kind, e.amountMinor, "CNY", e.ref, e.key},
+                            claim.token);
   }
 }
 
-// Someone else decided the record (an operator, the reconciler, a late callback) or the claim is
-// no longer ours: look at what the record says now. If the database hands the key back to us
-// (`executed`: it was settled FAILED as not having happened), this agent knows its downstream call
-// did happen and reports it, without calling downstream again.
-void Agent::reread(const OperationPlan& plan, const std::string& key) {
+// Someone else decided the record (an operator, the reconciler) or the claim is no longer ours:
+// look at what the record says now. If the database hands the key back to us (`executed`: it was
+// settled FAILED as not having happened), this agent knows its downstream call did happen and
+// reports it, without calling downstream again.
+void Agent::reread(const OperationPlan& plan, const std::string& key,
+                   const std::vector<SideEffect>& done) {
   counters_.rereads.fetch_add(1);
   const BeginResult now = begin(plan, TriggerSource::Framework, false, key);
   if (now.outcome == Outcome::Executed && now.claimToken) {
-    client().complete(key, *now.version, plan.responsePayload(), *now.claimToken);
+    const Claim again{key, *now.version, *now.claimToken};
+    report(done, again);
+    client().complete(key, again.version, plan.responsePayload(), again.token);
   }
 }
 
 void Agent::complete(const OperationPlan& plan, const Claim& claim) {
-  const ChangeResult done =
+  ChangeResult done =
       client().complete(claim.key, claim.version, plan.responsePayload(), claim.token);
+  if (done.result == ResultCode::Conflict && done.status == RecordStatus::Unknown && done.version) {
+    // The lease ran out while the downstream answered and the sweeper made the record UNKNOWN:
+    // this answer is still the answer, late (UNKNOWN -> SUCCESS by the claimant).
+    done = client().complete(claim.key, *done.version, plan.responsePayload(), claim.token);
+    if (done.ok()) counters_.lateAnswers.fetch_add(1);
+  }
   if (done.result == ResultCode::Conflict || done.result == ResultCode::NotClaimant) {
-    reread(plan, claim.key);
+    reread(plan, claim.key, downstream_.effectsOf(claim.key));
   }
 }
 
@@ -91,7 +111,7 @@ void Agent::carryOut(const OperationPlan& plan, const Claim& claim) {
   switch (plan.fault) {
     case Fault::CrashBeforeCharge:
       counters_.crashes.fetch_add(1);
-      return;  // PROCESSING until the lease runs out; no money moved
+      return;  // PROCESSING until the lease runs out; nothing happened downstream
     case Fault::Declined: {
       downstreamLatency();
       // A definite business failure: final. The framework's retry is replayed the error, and the
@@ -102,8 +122,9 @@ void Agent::carryOut(const OperationPlan& plan, const Claim& claim) {
       if (!failed.ok()) return;
       const BeginResult again = begin(plan, TriggerSource::Framework);
       if (again.outcome == Outcome::Executed && again.claimToken) {  // would be a hole
-        charge(plan, claim.key);
-        complete(plan, {claim.key, *again.version, *again.claimToken});
+        const Claim second{claim.key, *again.version, *again.claimToken};
+        report(act(plan, claim.key), second);
+        complete(plan, second);
       }
       if (plan.careless) tryBegin(plan, CarelessHole::RetryFinalFailure, claim.key);
       return;
@@ -116,42 +137,49 @@ void Agent::carryOut(const OperationPlan& plan, const Claim& claim) {
       if (!failed.ok()) return;
       const BeginResult again = begin(plan, TriggerSource::Framework);
       if (again.outcome != Outcome::Executed || !again.claimToken) return;
-      charge(plan, claim.key);
-      complete(plan, {claim.key, *again.version, *again.claimToken});
+      const Claim second{claim.key, *again.version, *again.claimToken};
+      report(act(plan, claim.key), second);
+      complete(plan, second);
       return;
     }
     case Fault::CrashAfterCharge:
-      charge(plan, claim.key);
+      act(plan, claim.key);
       counters_.crashes.fetch_add(1);
-      return;  // money moved, nobody recorded success: what reconcile and operators resolve
+      return;  // it happened, nobody heard back: the gateway's word, reconcile or a person
     case Fault::ResponseLost: {
-      charge(plan, claim.key);
-      // A timeout is "result unknown": never retried blind, handed to a reconciler or a person.
+      // The downstream acted; the agent never heard back, so it has nothing to report but that it
+      // cannot know. A timeout is "result unknown": never retried blind.
+      const std::vector<SideEffect> done = act(plan, claim.key);
       const ChangeResult unknown = client().markUnknown(
           claim.key, claim.version, "no response from the gateway within 5s", claim.token);
       counters_.responsesLost.fetch_add(1);
       begin(plan, TriggerSource::Http);  // the HTTP client retries anyway: in_progress, no charge
       if (!unknown.ok()) {
-        if (unknown.result == ResultCode::Conflict) reread(plan, claim.key);
+        if (unknown.result == ResultCode::Conflict) reread(plan, claim.key, done);
         return;
       }
       const Claim late{claim.key, *unknown.version, claim.token};
-      if (plan.careless) tryFailUnknown(plan, late);
+      if (plan.careless) {
+        tryForgeEvidence(plan, late);
+        tryFailUnknown(plan, late);
+      }
       if (plan.unknownResolvedByCallback) {
         begin(plan, TriggerSource::Callback);  // the gateway's callback re-drives it...
-        // ...and carries the result: the claimant's answer came late, with its token.
-        const ChangeResult done =
+        // ...and carries the result: the claimant reports it, late, with its token.
+        report(done, late);
+        const ChangeResult completed =
             client().complete(late.key, late.version, plan.responsePayload(), late.token);
-        if (done.ok()) {
+        if (completed.ok()) {
           counters_.unknownResolvedByCallback.fetch_add(1);
-        } else if (done.result == ResultCode::Conflict || done.result == ResultCode::NotClaimant) {
-          reread(plan, late.key);  // an operator or the reconciler decided first
+        } else if (completed.result == ResultCode::Conflict ||
+                   completed.result == ResultCode::NotClaimant) {
+          reread(plan, late.key, done);  // an operator or the reconciler decided first
         }
       }
       return;
     }
     case Fault::None:
-      charge(plan, claim.key);
+      report(act(plan, claim.key), claim);
       complete(plan, claim);
       if (plan.careless) {
         tryBegin(plan, CarelessHole::NewKeyForPaidObject, plan.bizId + ":" + plan.tool + ":again");
@@ -178,8 +206,9 @@ void Agent::run(const OperationPlan& plan, bool isCopy) {
       const BeginResult r = begin(plan, retry.source, false, freshKey);
       // Only possible when every earlier try failed: then this is a legitimate new attempt.
       if (r.outcome == Outcome::Executed && r.claimToken) {
-        charge(plan, freshKey);
-        complete(plan, {freshKey, *r.version, *r.claimToken});
+        const Claim fresh{freshKey, *r.version, *r.claimToken};
+        report(act(plan, freshKey), fresh);
+        complete(plan, fresh);
       }
       continue;
     }
@@ -245,8 +274,9 @@ void Agent::tryFailUnknown(const OperationPlan& plan, const Claim& unknown) {
   const BeginResult again = begin(plan, TriggerSource::Framework);
   const bool beginRefused = again.outcome != Outcome::Executed;
   if (!beginRefused && again.claimToken) {  // the hole is open: it charges again
-    charge(plan, unknown.key, true);
-    client().complete(unknown.key, *again.version, plan.responsePayload(2), *again.claimToken);
+    const Claim stolen{unknown.key, *again.version, *again.claimToken};
+    report(act(plan, unknown.key, true), stolen);
+    client().complete(unknown.key, stolen.version, plan.responsePayload(2), stolen.token);
   }
   count(CarelessHole::FailUnknownWithoutToken, failRefused && beginRefused);
 }
@@ -255,10 +285,31 @@ void Agent::tryBegin(const OperationPlan& plan, CarelessHole hole, const std::st
   const BeginResult r = begin(plan, TriggerSource::Llm, false, key);
   const bool refused = r.outcome != Outcome::Executed;
   if (!refused && r.claimToken) {  // the hole is open: the careless client charges again
-    charge(plan, key, true);
-    client().complete(key, *r.version, plan.responsePayload(2), *r.claimToken);
+    const Claim stolen{key, *r.version, *r.claimToken};
+    report(act(plan, key, true), stolen);
+    client().complete(key, stolen.version, plan.responsePayload(2), stolen.token);
   }
   count(hole, refused);
+}
+
+// Another agent's record is UNKNOWN: a careless writer without its claim token makes up the
+// evidence that would settle it, a one-cent flow of the record's own kind under its key, first as
+// a claimant with a token of its own, then as if it were the gateway. Had either gone through,
+// idem.reconcile() would settle the record SUCCESS on a flow no downstream ever made (and a
+// made-up REFUND would make a charge look given back).
+void Agent::tryForgeEvidence(const OperationPlan& plan, const Claim& unknown) {
+  const FundFlowInput forged{
+      plan.bizType,           plan.bizId, plan.flowKind.value_or(FundFlowKind::Debit), 1, "CNY",
+      "forged-" + plan.bizId, unknown.key};
+  count(CarelessHole::ForgeEvidence,
+        refused([&] {
+          client().recordFundFlow(forged, strangerToken());
+          return ChangeResult{ResultCode::Ok, std::nullopt, std::nullopt};
+        }) &&
+            refused([&] {
+              client().recordFundFlow(forged);
+              return ChangeResult{ResultCode::Ok, std::nullopt, std::nullopt};
+            }));
 }
 
 }  // namespace idem::sim

@@ -20,10 +20,18 @@ std::string toolFor(const std::string& bizType) {
   return bizType;
 }
 
-// Which ledger entry the downstream books for a business type: coupons move no money.
+// The business ids' short prefix: each type its own, so that two types never share an id.
+std::string codeFor(const std::string& bizType) {
+  if (bizType == "payout") return "out";
+  return bizType.substr(0, 3);
+}
+
+// Which ledger entry the downstream books for a business type: coupons move no money, a payout
+// is a credit to the customer.
 std::optional<FundFlowKind> flowFor(const std::string& bizType) {
   if (bizType.starts_with("coupon")) return std::nullopt;
   if (bizType.starts_with("refund")) return FundFlowKind::Refund;
+  if (bizType.starts_with("payout")) return FundFlowKind::Credit;
   return FundFlowKind::Debit;
 }
 
@@ -37,7 +45,7 @@ OperationPlan planOperation(const SimulationConfig& config, std::int64_t index) 
   p.index = index;
   p.bizType = config.bizTypes[rng.below(config.bizTypes.size())];
   const std::string id = std::to_string(index);
-  p.bizId = (config.runId.empty() ? "" : config.runId + "-") + p.bizType.substr(0, 3) + "-" + id;
+  p.bizId = (config.runId.empty() ? "" : config.runId + "-") + codeFor(p.bizType) + "-" + id;
   p.key = p.bizId + ":" + toolFor(p.bizType) + ":1";
   p.tool = toolFor(p.bizType);
   p.amountMinor = 100 + static_cast<std::int64_t>(rng.below(50'000));

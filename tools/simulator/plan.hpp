@@ -40,7 +40,7 @@ struct OperationPlan {
   bool unknownResolvedByCallback = false;  // after ResponseLost: the gateway's callback settles it
   bool doubleCharge = false;               // the buggy downstream books a second charge
   int concurrentCopies = 1;                // the initial request delivered this many times at once
-  bool careless = false;                   // its client tries the holes schema v2 closes
+  bool careless = false;                   // its client tries the holes the schema closes
   std::vector<Retry> retries;
 
   std::string requestPayload(bool changed = false) const;

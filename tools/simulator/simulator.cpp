@@ -82,8 +82,8 @@ class WorkQueue {
 };
 
 void agentLoop(int number, const SimulationConfig& config, WorkQueue& work,
-               TrafficCounters& counters) {
-  Agent agent("agent-" + std::to_string(number), config, counters);
+               TrafficCounters& counters, Downstream& downstream) {
+  Agent agent("agent-" + std::to_string(number), config, counters, downstream);
   auto backoff = std::chrono::milliseconds(100);
   while (auto task = work.next()) {
     try {
@@ -145,20 +145,21 @@ constexpr const char* kStuck =
     "WHERE idem.is_stuck(status, lease_expires_at) "
     "AND left(biz_id, length($1)) = $1 ORDER BY updated_at LIMIT 500";
 
-// In flight right now: the claimant is downstream and will answer.
+// In flight right now, with at least half its lease ($2 ms) to run: the claimant is downstream and
+// will answer, and the lease is still live when the careless settle arrives a moment later.
 constexpr const char* kInFlight =
     "SELECT idempotency_key, version FROM idem.records "
-    "WHERE status = 'PROCESSING' AND lease_expires_at > now() "
+    "WHERE status = 'PROCESSING' AND lease_expires_at > now() + $2 * interval '1 millisecond' "
     "AND left(biz_id, length($1)) = $1 LIMIT 3";
 
-// The careless operator of issue 8 (hole 2): it settles FAILED a record whose agent was about to
-// answer. The server refuses (lease_active); had it not, the agent's retry would charge again.
+// The careless operator: it settles FAILED a record whose agent was about to answer. The server
+// refuses (lease_active); had it not, the agent's retry would charge again.
 void carelessOperatorRound(pqxx::connection& connection, const std::string& prefix,
-                           TrafficCounters& counters) {
+                           std::chrono::milliseconds lease, TrafficCounters& counters) {
   std::vector<std::pair<std::string, int>> live;
   translatingErrors("find records in flight", [&] {
     ReadTransaction tx(connection);
-    for (const pqxx::row& r : tx.exec_params(kInFlight, prefix)) {
+    for (const pqxx::row& r : tx.exec_params(kInFlight, prefix, lease.count() / 2)) {
       live.emplace_back(r[0].c_str(), r[1].as<int>());
     }
     tx.commit();
@@ -171,14 +172,18 @@ void carelessOperatorRound(pqxx::connection& connection, const std::string& pref
   }
 }
 
-// The operator of the seeds: looks at the evidence of each stuck record and decides: SUCCESS
-// where money moved (the server's money_position), FAILED where nothing shows it did. The server
-// has the last word: a refusal (money moved meanwhile, a live lease, someone decided first) is
+// The operator of the seeds: looks at the evidence of each stuck record and decides. The ledger's
+// word first: SUCCESS where it records the side effect (the server's idem.side_effect_of). Where it
+// does not, FAILED on the ledger's word only when the gateway's statement has caught up (every
+// movement the downstream made is in it); otherwise, and always for a side effect that leaves no
+// ledger line (a coupon), the operator asks the downstream itself, as a person checks the
+// gateway's or the coupon system's console, and settles by what it says. The server has the last
+// word: a refusal (the side effect recorded meanwhile, a live lease, someone decided first) is
 // counted and the record left for the next round.
 void operatorRound(pqxx::connection& connection, const SimulationConfig& config,
-                   TrafficCounters& counters) {
+                   TrafficCounters& counters, const Downstream& downstream) {
   const std::string prefix = config.runId.empty() ? "" : config.runId + "-";
-  if (config.carelessRate > 0) carelessOperatorRound(connection, prefix, counters);
+  if (config.carelessRate > 0) carelessOperatorRound(connection, prefix, config.lease, counters);
   std::vector<std::string> keys;
   translatingErrors("find stuck records", [&] {
     ReadTransaction tx(connection);
@@ -191,9 +196,20 @@ void operatorRound(pqxx::connection& connection, const SimulationConfig& config,
     SettleRequest request;
     request.key = key;
     request.expectedVersion = seen.record->version;
-    request.to = seen.moneyMoved ? RecordStatus::Success : RecordStatus::Failed;
-    request.reason = seen.moneyMoved ? "the ledger shows the money moved under this key"
-                                     : "the gateway shows no charge for this request";
+    if (seen.sideEffectRecorded) {
+      request.to = RecordStatus::Success;
+      request.reason = "the ledger records the " + seen.record->bizType + " under this key";
+    } else if (seen.ledgerCanTell && config.gatewayReportEvery.count() > 0 &&
+               downstream.statementCaughtUp()) {
+      request.to = RecordStatus::Failed;
+      request.reason = "the gateway's statement shows nothing for this request";
+    } else {
+      const std::vector<SideEffect> done = downstream.effectsOf(key);
+      request.to = done.empty() ? RecordStatus::Failed : RecordStatus::Success;
+      request.reason = done.empty() ? "the downstream's console shows nothing for this request"
+                                    : "the downstream's console shows " + done.front().ref;
+      if (!done.empty()) request.evidence = R"({"downstream_ref": ")" + done.front().ref + "\"}";
+    }
     const SettleOutcome out = settleRecord(connection, request);
     if (out.verdict != SettleVerdict::Settled) {
       counters.settleRefused.fetch_add(1);
@@ -252,6 +268,8 @@ std::vector<std::string> SimulationConfig::validate() const {
 
 const char* describe(CarelessHole hole) {
   switch (hole) {
+    case CarelessHole::ForgeEvidence:
+      return "record a flow under another agent's UNKNOWN key without its token";
     case CarelessHole::FailUnknownWithoutToken:
       return "fail an UNKNOWN record without the token, begin again";
     case CarelessHole::FailWithoutToken:
@@ -305,6 +323,8 @@ std::string SimulationSummary::render() const {
       << " (final; retries replayed the failure " << finalFailuresReplayed
       << "), refused connections " << refusedConnections << " (retried), database errors " << errors
       << "\n";
+  out << "late answers reported after the lease ran out " << lateAnswers
+      << ", flows the gateway reported " << reportedByGateway << "\n";
   out << "re-reads after conflict or not_claimant " << rereads << " (none re-ran downstream)";
   if (settledSuccess + settledFailed + settleRefused > 0) {
     out << ", operator settled " << settledSuccess << " SUCCESS and " << settledFailed
@@ -338,7 +358,14 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
                 "--reconcile-every (with --reconciler-dsn)");
   }
 
+  const bool gatewayReports = config.gatewayReportEvery.count() > 0;
+  if (gatewayReports) {
+    requireRole(orAgents(config.ledgerConnection, config), "idem_ledger",
+                "the gateway's reports to the ledger (--ledger-dsn, or --gateway-report-every 0)");
+  }
+
   TrafficCounters counters;
+  Downstream downstream(config.downstreamJournal);
   WorkQueue work(config, stop);
   const auto started = Clock::now();
   std::atomic<int> running{config.agents};
@@ -348,7 +375,7 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
   agents.reserve(static_cast<std::size_t>(config.agents));
   for (int i = 0; i < config.agents; ++i) {
     agents.emplace_back([&, i] {
-      agentLoop(i + 1, config, work, counters);
+      agentLoop(i + 1, config, work, counters, downstream);
       running.fetch_sub(1);
     });
   }
@@ -364,7 +391,19 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
     helpers.emplace_back([&] {
       periodically(orAgents(config.operatorConnection, config), config.settleEvery, agentsDone,
                    counters.roundsFailed,
-                   [&](pqxx::connection& c) { operatorRound(c, config, counters); });
+                   [&](pqxx::connection& c) { operatorRound(c, config, counters, downstream); });
+    });
+  }
+  // The gateway's side, on its own login: what the downstream did, whoever heard back. It reports
+  // until the agents are done and then once more, so the run ends with the statement in the ledger.
+  std::atomic<bool> gatewayDone{false};
+  std::jthread gateway;
+  if (gatewayReports) {
+    gateway = std::jthread([&] {
+      periodically(orAgents(config.ledgerConnection, config), config.gatewayReportEvery,
+                   gatewayDone, counters.roundsFailed, [&](pqxx::connection& c) {
+                     counters.reportedByGateway.fetch_add(downstream.reportToLedger(c));
+                   });
     });
   }
   if (config.reconcileEvery.count() > 0) {
@@ -388,6 +427,19 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
   agents.clear();
   agentsDone.store(true);
   helpers.clear();
+  gatewayDone.store(true);
+  gateway = {};
+  if (gatewayReports && !downstream.statementCaughtUp()) {
+    for (int attempt = 0; attempt < 50 && !downstream.statementCaughtUp(); ++attempt) {
+      try {
+        auto ledger = connect(orAgents(config.ledgerConnection, config));
+        counters.reportedByGateway.fetch_add(downstream.reportToLedger(*ledger));
+      } catch (const DatabaseError&) {
+        counters.roundsFailed.fetch_add(1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  }
 
   SimulationSummary summary = counters.summary();
   summary.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);

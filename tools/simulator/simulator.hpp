@@ -6,11 +6,14 @@
 // arguments, concurrent duplicates of one key, callbacks that re-deliver, and a buggy downstream
 // that sometimes charges twice under different gateway references.
 //
-// Its agents behave like a correct runtime under schema contract v2: they carry the claim token,
-// say honestly whether a failure may be retried (a declined card is final, a refused connection is
-// not), and on `conflict` or `not_claimant` re-read the record (begin again) instead of running
-// the side effect again. A share of careless clients (--careless-rate) tries, on purpose, every
-// hole schema v2 closes; the summary counts each attempt and whether the database refused it.
+// Its agents behave like a correct runtime under schema contract v3: they carry the claim token,
+// report their own side effects with it, say honestly whether a failure may be retried (a declined
+// card is final, a refused connection is not), report a late answer at the version the server
+// returns, and on any other `conflict` or `not_claimant` re-read the record (begin again) instead
+// of running the side effect again. The downstream keeps its own records and the gateway reports
+// to the ledger through its own login. A share of careless clients (--careless-rate) tries, on
+// purpose, every hole the schema closes; the summary counts each attempt and whether the database
+// refused it.
 // Beside the agents, an operator may settle stuck records and a reconciler run idem.reconcile()
 // during the run, as a deployment's people and cron jobs do.
 //
@@ -60,7 +63,7 @@ struct SimulationConfig {
   int concurrentCopies = 3;
   double doubleChargeRate = 0.0;  // buggy downstream: a second charge under another reference
   double callbackResolvesUnknownRate = 0.6;  // a gateway callback later settles an UNKNOWN record
-  // Operations whose client is careless and tries the holes schema v2 closes (CarelessHole).
+  // Operations whose client is careless and tries the holes the schema closes (CarelessHole).
   double carelessRate = 0.0;
 
   std::chrono::milliseconds downstreamLatency{0};  // each downstream call takes this long
@@ -77,11 +80,20 @@ struct SimulationConfig {
   ConnectionSettings operatorConnection;
   ConnectionSettings reconcilerConnection;
 
+  // The downstream's own records of every side effect, one line each, appended as it acts; a
+  // restarted simulation reads them back. Empty: kept in memory for this run only.
+  std::string downstreamJournal;
+  // The gateway reports every money movement to the ledger this often, through its own login (an
+  // idem_ledger; empty DSN: the agents' connection), whether or not the agent heard back: its
+  // callbacks and statement. 0: never (a lost response then leaves no line in the ledger).
+  std::chrono::milliseconds gatewayReportEvery{200};
+  ConnectionSettings ledgerConnection;
+
   // Checks ranges and combinations; returns one sentence per problem.
   std::vector<std::string> validate() const;
 };
 
-// The holes of issue 8 a careless client tries. Each is refused by a v2 database.
+// The holes a careless client tries. Each is refused by the database.
 enum class CarelessHole {
   FailUnknownWithoutToken,  // fail an UNKNOWN record with no token, then begin again
   FailWithoutToken,         // fail someone else's PROCESSING claim with no token
@@ -92,12 +104,17 @@ enum class CarelessHole {
   NewKeyForPaidObject,      // begin under a fresh key for a business object that was paid
   RebeginRetired,           // a retired key: begin again, then under a fresh key
   SettleLiveLease,          // the operator settles FAILED a PROCESSING record whose lease is live
+  ForgeEvidence,            // record a flow under another agent's UNKNOWN key without its token
 };
-inline constexpr std::array<CarelessHole, 8> kCarelessHoles{
-    CarelessHole::FailUnknownWithoutToken, CarelessHole::FailWithoutToken,
-    CarelessHole::CompleteForeignClaim,    CarelessHole::CompleteStaleVersion,
-    CarelessHole::RetryFinalFailure,       CarelessHole::NewKeyForPaidObject,
-    CarelessHole::RebeginRetired,          CarelessHole::SettleLiveLease};
+inline constexpr std::array<CarelessHole, 9> kCarelessHoles{CarelessHole::FailUnknownWithoutToken,
+                                                            CarelessHole::FailWithoutToken,
+                                                            CarelessHole::CompleteForeignClaim,
+                                                            CarelessHole::CompleteStaleVersion,
+                                                            CarelessHole::RetryFinalFailure,
+                                                            CarelessHole::NewKeyForPaidObject,
+                                                            CarelessHole::RebeginRetired,
+                                                            CarelessHole::SettleLiveLease,
+                                                            CarelessHole::ForgeEvidence};
 static_assert(listsEveryEnumeratorInOrder(kCarelessHoles), "kCarelessHoles is stale");
 const char* describe(CarelessHole hole);
 
@@ -125,11 +142,13 @@ struct SimulationSummary {
   std::int64_t roundsFailed = 0;   // lease sweeper, operator or reconciler rounds that failed
   std::map<CarelessHole, HoleCount> holes;
   std::int64_t unknownResolvedByCallback = 0;
-  std::int64_t errors = 0;  // database errors the agents saw (and retried or gave up)
+  std::int64_t lateAnswers = 0;        // completes after the lease ran out, at the version returned
+  std::int64_t reportedByGateway = 0;  // flows the gateway's side recorded (most already in)
+  std::int64_t errors = 0;             // database errors the agents saw (and retried or gave up)
   std::chrono::milliseconds elapsed{0};
 
   std::int64_t attemptsTotal() const;
-  // Careless attempts the database let through (0 on a v2 database).
+  // Careless attempts the database let through (0 on a database at the current schema).
   std::int64_t holesOpen() const;
   // A table of counts per source and outcome plus the fault counts, for a terminal.
   std::string render() const;

@@ -25,6 +25,8 @@ constexpr std::pair<std::atomic<std::int64_t> T::*, std::int64_t S::*> kCounts[]
     {&T::reconciled, &S::reconciled},
     {&T::roundsFailed, &S::roundsFailed},
     {&T::unknownResolvedByCallback, &S::unknownResolvedByCallback},
+    {&T::lateAnswers, &S::lateAnswers},
+    {&T::reportedByGateway, &S::reportedByGateway},
     {&T::errors, &S::errors},
 };
 

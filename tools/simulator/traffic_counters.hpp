@@ -34,6 +34,8 @@ class TrafficCounters {
   std::atomic<std::int64_t> reconciled{0};
   std::atomic<std::int64_t> roundsFailed{0};
   std::atomic<std::int64_t> unknownResolvedByCallback{0};
+  std::atomic<std::int64_t> lateAnswers{0};
+  std::atomic<std::int64_t> reportedByGateway{0};
   std::atomic<std::int64_t> errors{0};
 
   void countHole(CarelessHole hole, bool refused) {
