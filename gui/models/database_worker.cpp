@@ -236,9 +236,9 @@ UnsettledCounts readCounts(pqxx::connection& c) {
 }
 
 idem::SettleAssessment assess(pqxx::connection& c, const std::string& key, RecordStatus to,
-                              bool overrideMoneyMoved) {
+                              bool overrideSideEffect) {
   return idem::translatingErrors(
-      "weigh the evidence", [&] { return idem::assessSettle(c, key, to, overrideMoneyMoved); });
+      "weigh the evidence", [&] { return idem::assessSettle(c, key, to, overrideSideEffect); });
 }
 
 idem::SettleOutcome settle(pqxx::connection& c, const idem::SettleRequest& request) {

@@ -66,9 +66,9 @@ RecordPage readWindow(pqxx::connection& c, const RecordFilter& filter, const Rec
                       int limit, int firstPageLimit);
 RecordEvidence readEvidence(pqxx::connection& c, const std::string& key);
 UnsettledCounts readCounts(pqxx::connection& c);
-// overrideMoneyMoved: weigh the decision as if the override were ticked.
+// overrideSideEffect: weigh the decision as if the override were ticked.
 idem::SettleAssessment assess(pqxx::connection& c, const std::string& key, RecordStatus to,
-                              bool overrideMoneyMoved);
+                              bool overrideSideEffect);
 // idem::settleRecord, the checked path shared with `idemctl settle`; a lost connection says that
 // the decision may or may not have been written.
 idem::SettleOutcome settle(pqxx::connection& c, const idem::SettleRequest& request);

@@ -30,10 +30,9 @@
 namespace idem::admin {
 namespace {
 
-// What "money moved" counts (docs/contract/schema.md): the legend for the marked flows table.
+// The legend before the evidence is weighed; then the business type's own rule replaces it.
 const QString kCountedFlows = QStringLiteral(
-    "Counted: DEBIT and CAPTURE (bold) against REFUND, within one currency; FREEZE, UNFREEZE and "
-    "CREDIT (grey) do not count.");
+    "What proves the side effect depends on the business type (idem.business_types).");
 
 }  // namespace
 
@@ -163,10 +162,11 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   layout->addWidget(warnings_);
   override_->setObjectName(QStringLiteral("settleOverride"));
   override_->setText(QStringLiteral(
-      "Override: money moved. The gateway shows no charge stands: settle FAILED anyway"));
+      "Override: money moved. The downstream confirms it did not happen or was undone: settle "
+      "FAILED anyway"));
   override_->setToolTip(QStringLiteral(
       "idem.settle(..., override_money_moved => true): the transition's evidence records the "
-      "override, who made it and the money position overridden"));
+      "override, who made it and the side effect overridden"));
   override_->setVisible(false);
   layout->addWidget(override_);
 
@@ -255,11 +255,11 @@ QString SettleDialog::moneyPositionText() const {
 }
 
 void SettleDialog::updateOverride() {
-  // Offered where the server's money_moved rule applies: FAILED while money moved, as the
-  // assessment or a refusal said.
-  const bool moneyMoved = (assessment_ && assessment_->moneyMoved) ||
-                          (outcome_ && outcome_->verdict == idem::SettleVerdict::MoneyMoved);
-  const bool offered = target() == RecordStatus::Failed && moneyMoved;
+  // Offered where the server's side_effect_recorded rule applies: FAILED while the ledger records
+  // the side effect, as the assessment or a refusal said.
+  const bool recorded = (assessment_ && assessment_->sideEffectRecorded) ||
+                        (outcome_ && outcome_->verdict == idem::SettleVerdict::SideEffectRecorded);
+  const bool offered = target() == RecordStatus::Failed && recorded;
   override_->setVisible(offered);
   if (!offered) override_->setChecked(false);
   growToFit();
@@ -309,13 +309,30 @@ void SettleDialog::showMoneyPosition(const idem::SettleAssessment& assessment) {
   if (!assessment.record) return;
   const QString object = QStringLiteral("%1 / %2").arg(fromUtf8(assessment.record->bizType),
                                                        fromUtf8(assessment.record->bizId));
+  const QString type = fromUtf8(assessment.record->bizType).toHtmlEscaped();
+  if (!assessment.ledgerCanTell) {
+    // Nothing the machine holds can tell: say so plainly, this is the operator's own word.
+    moneyPosition_->setText(
+        QStringLiteral("<b style=\"color:%1;\">The ledger cannot tell</b> whether this %2 "
+                       "happened (%3). FAILED is your word that it did not: check the downstream "
+                       "system first.")
+            .arg(toneCss(Tone::Warning), type,
+                 fromUtf8(assessment.typeDescription).toHtmlEscaped()));
+    return;
+  }
   const QString verdict =
-      assessment.moneyMoved
+      assessment.sideEffectRecorded
           ? QStringLiteral("<b style=\"color:%1;\">Money moved</b>").arg(toneCss(Tone::MoneyMoved))
           : QStringLiteral("<b>No money moved</b>");
-  moneyPosition_->setText(QStringLiteral("%1 for %2, as the database counts it. ")
-                              .arg(verdict, object.toHtmlEscaped()) +
-                          kCountedFlows);
+  QString counted = QStringLiteral("Counted for a %1: %2")
+                        .arg(type, fromUtf8(idem::describeKinds(assessment.effectKinds)));
+  if (!assessment.reversalKinds.empty()) {
+    counted += QStringLiteral(" against %1, within one currency")
+                   .arg(fromUtf8(idem::describeKinds(assessment.reversalKinds)));
+  }
+  if (!assessment.typeDeclared) counted += QStringLiteral(" (the type is not declared)");
+  moneyPosition_->setText(QStringLiteral("%1 for %2, as the database counts it. %3.")
+                              .arg(verdict, object.toHtmlEscaped(), counted));
 }
 
 void SettleDialog::showWarnings(const std::vector<std::string>& warnings, bool blocking) {
@@ -363,7 +380,7 @@ void SettleDialog::submit() {
   request.to = *to;
   request.reason = reason_->toPlainText().trimmed().toStdString();
   request.evidence = evidence.json;
-  request.overrideMoneyMoved = !override_->isHidden() && override_->isChecked();
+  request.overrideSideEffect = !override_->isHidden() && override_->isChecked();
 
   // The same checks settleRecord makes, here so nothing is sent for a blank reason.
   if (const auto problems = idem::validateSettleRequest(request); !problems.empty()) {
@@ -374,7 +391,7 @@ void SettleDialog::submit() {
     reason_->setFocus();
     return;
   }
-  // Nothing else is checked here: whether money moved, whether the lease still runs, whether
+  // Nothing else is checked here: whether the side effect is recorded, whether the lease runs,
   // the version is current are the server's to decide, and its refusal is shown as it says it.
   setPhase(Phase::Sending);
   showMessage(QStringLiteral("Settling\u2026"), false);
@@ -401,7 +418,7 @@ void SettleDialog::onSettled(const idem::SettleOutcome& outcome) {
       emit recordSettled(key, outcome);
       accept();
       return;
-    case idem::SettleVerdict::MoneyMoved:
+    case idem::SettleVerdict::SideEffectRecorded:
       // Nothing written; the operator may check the gateway and tick the override.
       setPhase(Phase::Editing);
       if (outcome.assessment.record) {

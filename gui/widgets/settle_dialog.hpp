@@ -1,14 +1,16 @@
 // The operator's decision on a stuck record, or the correction of a FAILED one. It shows the record
-// as the operator saw it and the fund flows of its business object (those that count for "money
-// moved" marked), weighs the chosen outcome against them (idem::assessSettle: whether money moved
-// is the database's answer), requires a reason, and sends the decision through idem::settleRecord,
-// the same checked path as `idemctl settle`, with the version the operator saw.
+// as the operator saw it and the fund flows of its business object, weighs the chosen outcome
+// against them (idem::assessSettle: whether the ledger records the record's side effect, per its
+// business type, is the database's answer), requires a reason, and sends the decision through
+// idem::settleRecord, the same checked path as `idemctl settle`, with the version the operator saw.
 //
-// UNKNOWN, or PROCESSING past its lease: SUCCESS or FAILED. FAILED while money moved is refused by
-// the server unless the operator ticks the explicit "override: money moved". A FAILED record is
-// offered SUCCESS only, as a correction (the money moved after all). Every refusal (money_moved,
-// lease_active, a record that changed meanwhile) is shown as the server's answer words it, and
-// nothing is written; on a conflict the dialog lists what changed and who changed it.
+// UNKNOWN, or PROCESSING past its lease: SUCCESS or FAILED. FAILED while the ledger records the
+// side effect is refused by the server unless the operator ticks the explicit override; for a type
+// whose side effect leaves no ledger line (a coupon) the dialog says plainly that the ledger cannot
+// tell and FAILED is the operator's word. A FAILED record is offered SUCCESS only, as a correction
+// (it happened after all). Every refusal (side_effect_recorded, lease_active, a record that changed
+// meanwhile) is shown as the server's answer words it, and nothing is written; on a conflict the
+// dialog lists what changed and who changed it.
 #pragma once
 
 #include <QDialog>
