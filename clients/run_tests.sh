@@ -18,11 +18,14 @@ case $lang in python | typescript) ;; *)
 esac
 # shellcheck source=../scripts/lib/pg.sh
 source "$here/../scripts/lib/pg.sh"
+# shellcheck source=../scripts/lib/python.sh
+source "$here/../scripts/lib/python.sh"
 mkdir -p "$work"
 
 suffix="$$_$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
 db="idem_clients_${lang}_$suffix"
 writer="idem_clients_writer_$suffix"
+ledger="idem_clients_ledger_$suffix"
 private_dir=''
 server_ready=''
 
@@ -30,7 +33,7 @@ cleanup() {
   local status=$?
   if [ -n "$server_ready" ]; then
     "$PG_BIN/psql" -X -q -d "$admin_base dbname=postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" \
-      -c "DROP ROLE IF EXISTS $writer" >/dev/null 2>&1 || true
+      -c "DROP ROLE IF EXISTS $writer" -c "DROP ROLE IF EXISTS $ledger" >/dev/null 2>&1 || true
   fi
   if [ -n "$private_dir" ]; then
     pg_stop "$private_dir"
@@ -61,29 +64,23 @@ admin_base="host=$host port=$port user=$user"
 server_ready=1
 
 "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -d "$admin_base dbname=postgres" \
-  -c "CREATE DATABASE $db" -c "CREATE ROLE $writer LOGIN" >/dev/null
+  -c "CREATE DATABASE $db" -c "CREATE ROLE $writer LOGIN" -c "CREATE ROLE $ledger LOGIN" >/dev/null
 "$idemctl" migrate --db.dsn "$admin_base dbname=$db" >/dev/null
-"$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -d "$admin_base dbname=$db" -c "GRANT idem_writer TO $writer" >/dev/null
+"$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -d "$admin_base dbname=$db" -c "GRANT idem_writer TO $writer" \
+  -c "GRANT idem_ledger TO $ledger" >/dev/null
 
 # Both spellings: libpq DSNs for Python, the discrete parts for node-postgres.
 export IDEMWATCH_CLIENT_DSN="host=$host port=$port dbname=$db user=$writer"
+# The gateway's side (webhooks, statements): a login holding only idem_ledger.
+export IDEMWATCH_CLIENT_LEDGER_DSN="host=$host port=$port dbname=$db user=$ledger"
+export IDEMWATCH_CLIENT_LEDGER_USER=$ledger
 export IDEMWATCH_CLIENT_ADMIN_DSN="$admin_base dbname=$db"
 export IDEMWATCH_CLIENT_HOST=$host IDEMWATCH_CLIENT_PORT=$port IDEMWATCH_CLIENT_DATABASE=$db
 export IDEMWATCH_CLIENT_USER=$writer IDEMWATCH_CLIENT_ADMIN_USER=$user
 
 run_python() {
-  # Debian's interpreter, where python3-psycopg lives (a python3 earlier on PATH may lack it).
-  local python=''
-  for candidate in ${IDEMWATCH_PYTHON:-} /usr/bin/python3 python3; do
-    if "$candidate" -c 'import psycopg' >/dev/null 2>&1; then
-      python=$candidate
-      break
-    fi
-  done
-  if [ -z "$python" ]; then
-    echo "no python3 with psycopg 3 found (Debian: apt-get install python3-psycopg)" >&2
-    return 1
-  fi
+  local python
+  python=$(psycopg_python) || return 1
   cd "$here/python"
   if [ -n "${IDEMWATCH_CLIENT_BENCH:-}" ]; then
     PYTHONDONTWRITEBYTECODE=1 "$python" bench/overhead.py "$IDEMWATCH_CLIENT_BENCH"

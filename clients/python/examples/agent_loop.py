@@ -124,7 +124,10 @@ class SourceTracker:
             return tool(**request.args)
 
 
-def main(dsn: str, reconciler_dsn: str | None = None, order_id: str = "order-42") -> dict:
+def main(dsn: str, reconciler_dsn: str | None = None, order_id: str = "order-42", gateway_dsn: str | None = None) -> dict:
+    """`dsn`: the agent's login (idem_writer). `reconciler_dsn` (idem_reconciler) and `gateway_dsn`
+    (the gateway's webhook, idem_ledger; default: `reconciler_dsn`) add the webhook and the
+    reconciliation after the lost response."""
     guard = Guard(dsn)
     gateway = FlakyGateway()
     pay = make_pay_tool(guard, gateway)
@@ -139,7 +142,7 @@ def main(dsn: str, reconciler_dsn: str | None = None, order_id: str = "order-42"
         # The gateway's webhook reports the charge it made; the reconciler settles the UNKNOWN
         # record from that evidence; the webhook's re-drive of the tool call is then replayed.
         key = pay.call_for((), {"order_id": order_id, "amount_minor": 2990}).key
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        with psycopg.connect(gateway_dsn or reconciler_dsn, autocommit=True) as conn:
             idemwatch.Protocol(conn).record_fund_flow(
                 "payment", order_id, "DEBIT", 2990, "CNY", gateway.charges[0]["gateway_ref"], key
             )
@@ -156,6 +159,7 @@ def main(dsn: str, reconciler_dsn: str | None = None, order_id: str = "order-42"
 
 if __name__ == "__main__":
     if len(sys.argv) < 2:
-        sys.exit("usage: agent_loop.py DSN [RECONCILER_DSN]")
-    outcome = main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
+        sys.exit("usage: agent_loop.py DSN [RECONCILER_DSN [GATEWAY_DSN]]")
+    outcome = main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None,
+                   gateway_dsn=sys.argv[3] if len(sys.argv) > 3 else None)
     sys.exit(0 if outcome["charges"] == 1 else 1)

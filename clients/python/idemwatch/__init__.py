@@ -1,4 +1,4 @@
-"""idemwatch: call the idem protocol (docs/contract/schema.md, version 2) correctly from Python."""
+"""idemwatch: call the idem protocol (docs/contract/schema.md, version 3) correctly from Python."""
 
 import types as _types
 

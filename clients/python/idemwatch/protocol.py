@@ -12,11 +12,13 @@ refused rather than silently turning the claim into a savepoint that a rollback 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime
 import functools
 import inspect
 import sys
+import time
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generic, Optional, TypeVar
 
 import psycopg
@@ -47,9 +49,14 @@ FAIL_SQL = (
 MARK_UNKNOWN_SQL = (
     "SELECT result, status, version FROM idem.mark_unknown(%s::text, %s::integer, %s::text, %s::uuid)"
 )
+# The gateway's word (a login granted idem_ledger) and the claimant's (idem_writer, with its token).
 RECORD_FUND_FLOW_SQL = (
     "SELECT flow_id, is_duplicate FROM idem.record_fund_flow("
     "%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::text, %s::text)"
+)
+RECORD_CLAIMANT_FLOW_SQL = (
+    "SELECT flow_id, is_duplicate FROM idem.record_fund_flow("
+    "%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::text, %s::text, %s::uuid)"
 )
 
 DEFAULT_LEASE = datetime.timedelta(seconds=30)
@@ -161,10 +168,16 @@ class _Calls:
         currency: str,
         external_ref: str,
         idempotency_key: Optional[str] = None,
+        claim_token: Optional[str] = None,
     ) -> _Statement[tuple[int, bool]]:
-        """The ledger as the gateway reports it: (flow id, is a duplicate)."""
+        """One line of the ledger: (flow id, is a duplicate). Without `claim_token`, the gateway's
+        word (a callback, a statement line), on a login granted idem_ledger. With it, the claimant
+        reporting its own side effect under `idempotency_key`, on an idem_writer login; a wrong
+        token is refused (psycopg.errors.InsufficientPrivilege) and nothing is written."""
         params = (biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key)
-        return _Statement(RECORD_FUND_FLOW_SQL, params, _flow_result)
+        if claim_token is None:
+            return _Statement(RECORD_FUND_FLOW_SQL, params, _flow_result)
+        return _Statement(RECORD_CLAIMANT_FLOW_SQL, params + (claim_token,), _flow_result)
 
 
 class _Autocommitted:
@@ -224,6 +237,17 @@ def _awaited(build: Callable[_P, _Statement[_R]]) -> Callable[Concatenate[AsyncP
     return _method(call, build, "AsyncProtocol")
 
 
+# A call that ends in a serialization failure (40001) or a deadlock (40P01) changed nothing: it runs
+# again in a new transaction, whose snapshot gives the contract's answer, as REPEATABLE READ and
+# SERIALIZABLE (a role's or a database's default) ask of every client.
+SERIALIZATION_RETRIES = 8
+_TRANSIENT = (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected)
+
+
+def _pause(attempt: int) -> float:
+    return 0.0002 * attempt + 0.0001 * (attempt % 3)
+
+
 class Protocol:
     """The protocol over one psycopg connection. Not for use by two threads at once."""
 
@@ -232,8 +256,15 @@ class Protocol:
 
     def _row(self, statement: _Statement[Any]) -> tuple:
         conn = self.connection
-        with _own_transaction(conn):
-            return conn.execute(statement.sql, statement.params).fetchone()
+        for attempt in range(1, SERIALIZATION_RETRIES + 1):
+            try:
+                with _own_transaction(conn):
+                    return conn.execute(statement.sql, statement.params).fetchone()
+            except _TRANSIENT:
+                if attempt == SERIALIZATION_RETRIES:
+                    raise
+                time.sleep(_pause(attempt))
+        raise AssertionError("unreachable")
 
     begin = _blocking(_Calls.begin)
     complete = _blocking(_Calls.complete)
@@ -250,8 +281,15 @@ class AsyncProtocol:
 
     async def _row(self, statement: _Statement[Any]) -> tuple:
         conn = self.connection
-        async with _own_transaction(conn):
-            return await (await conn.execute(statement.sql, statement.params)).fetchone()
+        for attempt in range(1, SERIALIZATION_RETRIES + 1):
+            try:
+                async with _own_transaction(conn):
+                    return await (await conn.execute(statement.sql, statement.params)).fetchone()
+            except _TRANSIENT:
+                if attempt == SERIALIZATION_RETRIES:
+                    raise
+                await asyncio.sleep(_pause(attempt))
+        raise AssertionError("unreachable")
 
     begin = _awaited(_Calls.begin)
     complete = _awaited(_Calls.complete)

@@ -1,4 +1,4 @@
-"""The protocol's vocabulary (docs/contract/schema.md, version 2): one enum per column or answer.
+"""The protocol's vocabulary (docs/contract/schema.md, version 3): one enum per column or answer.
 
 Each value is the exact string the database stores and returns, so `Enum(text)` parses an answer and
 `.value` formats an argument; an unknown value from the server raises `ValueError` rather than being
@@ -27,7 +27,7 @@ class Outcome(str, enum.Enum):
     REPLAYED = "replayed"  # final: SUCCESS with its response, or a FAILED that may not run again
     IN_PROGRESS = "in_progress"  # PROCESSING or UNKNOWN: do not call downstream
     PAYLOAD_MISMATCH = "payload_mismatch"  # same key, different request
-    REJECTED = "rejected"  # the business object succeeded, is in flight, or money moved, under another key
+    REJECTED = "rejected"  # the business object succeeded, is in flight, or its side effect is recorded, under another key
     RETIRED = "retired"  # the key was used and its record removed by retention
 
 
@@ -47,4 +47,4 @@ class ResultCode(str, enum.Enum):
     NOT_FOUND = "not_found"
     NOT_CLAIMANT = "not_claimant"  # the claim token does not match
     LEASE_ACTIVE = "lease_active"
-    MONEY_MOVED = "money_moved"
+    SIDE_EFFECT_RECORDED = "side_effect_recorded"  # FAILED refused: the ledger records the side effect

@@ -26,6 +26,7 @@ def _env(name: str) -> str:
 
 
 WRITER_DSN = _env("IDEMWATCH_CLIENT_DSN")
+LEDGER_DSN = _env("IDEMWATCH_CLIENT_LEDGER_DSN")  # the gateway's side: idem_ledger only
 ADMIN_DSN = _env("IDEMWATCH_CLIENT_ADMIN_DSN")
 
 

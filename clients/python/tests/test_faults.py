@@ -8,9 +8,11 @@ import random
 import threading
 import unittest
 
-from idemwatch import Guard, ResponseTimeout, ToolCall, TriggerSource, stable_key
+import psycopg
 
-from .support import WRITER_DSN, Gateway, in_threads, payment, rows, scalar, unique
+from idemwatch import Guard, Protocol, ResponseTimeout, ToolCall, TriggerSource, stable_key
+
+from .support import LEDGER_DSN, WRITER_DSN, Gateway, in_threads, payment, rows, scalar, unique
 
 ORDERS = 60
 DROP_RATE = 0.2
@@ -64,12 +66,12 @@ class FaultTest(unittest.TestCase):
         self.assertEqual(len(executions), ORDERS)
         self.assertEqual(sorted(executions), sorted(orders))
 
-        # The gateway's webhooks: the ledger line, then the callback re-drives the tool call.
-        guard = Guard(WRITER_DSN)
-        with guard.session() as protocol:
+        # The gateway's webhooks, on its own login (idem_ledger): the ledger line, then the
+        # callback re-drives the tool call.
+        with psycopg.connect(LEDGER_DSN, autocommit=True) as conn:
+            protocol = Protocol(conn)
             for order, ref in webhook_queue:
                 protocol.record_fund_flow("payment", order, "DEBIT", 2990, "CNY", ref, stable_key("payment", order, "pay"))
-        guard.close()
         self.assertEqual(
             scalar("SELECT count(*) FROM idem.records WHERE biz_id LIKE %s AND status = 'UNKNOWN'", run + "-%"),
             len(dropped),

@@ -129,6 +129,45 @@ class GuardTest(unittest.TestCase):
             scalar("SELECT count(*) FROM idem.attempts WHERE idempotency_key = %s AND outcome = 'executed'", key), 1
         )
 
+    def test_callers_whose_role_runs_at_serializable_still_run_the_side_effect_once(self):
+        """A driver or a role default that opens SERIALIZABLE (or REPEATABLE READ) transactions:
+        racing callers may meet 40001, which the protocol runs again in a new transaction; every
+        caller gets the contract's answer and the body runs once."""
+        order = unique("serializable")
+        writer = psycopg.conninfo.conninfo_to_dict(WRITER_DSN)["user"]
+        with admin() as conn:
+            conn.execute(f'ALTER ROLE "{writer}" SET default_transaction_isolation = \'serializable\'')
+        try:
+            start = threading.Barrier(12)
+
+            @counted
+            def body():
+                time.sleep(0.2)
+                return self.gateway.charge(order, 2990)
+
+            results = [None] * 12
+
+            def caller(i):
+                guard = Guard(WRITER_DSN)
+                try:
+                    with guard.session() as protocol:
+                        level = protocol.connection.execute("SHOW transaction_isolation").fetchone()[0]
+                        self.assertEqual(level, "serializable")
+                    start.wait()
+                    results[i] = guard.run(payment(order, TriggerSource.HTTP if i else TriggerSource.INITIAL), body)
+                finally:
+                    guard.close()
+
+            in_threads(caller, 12)
+        finally:
+            with admin() as conn:
+                conn.execute(f'ALTER ROLE "{writer}" RESET default_transaction_isolation')
+        self.assertEqual(body.runs, 1)
+        self.assertEqual(self.gateway.count(order), 1)
+        self.assertEqual(sum(r.executed for r in results), 1)
+        for r in results:
+            self.assertIn(r.outcome, (Outcome.EXECUTED, Outcome.IN_PROGRESS, Outcome.REPLAYED), r.error)
+
     def test_a_response_timeout_marks_unknown_and_the_retry_does_not_execute(self):
         order = unique("timeout")
 

@@ -109,7 +109,18 @@ function asFrameworkTool(tool: GuardedTool<PayArgs, unknown>, description: strin
   };
 }
 
-export async function main(options: { writer: Pool; reconciler?: Pool; orderId?: string; log?: (...a: unknown[]) => void }) {
+/**
+ * `writer`: the agent's login (idem_writer). `reconciler` (idem_reconciler) and `gateway` (the
+ * gateway's webhook, idem_ledger; default: `reconciler`) add the webhook and the reconciliation
+ * after the lost response.
+ */
+export async function main(options: {
+  writer: Pool;
+  reconciler?: Pool;
+  gateway?: Pool;
+  orderId?: string;
+  log?: (...a: unknown[]) => void;
+}) {
   const orderId = options.orderId ?? "order-42";
   const log = options.log ?? console.log;
   const guard = new Guard(options.writer);
@@ -133,7 +144,7 @@ export async function main(options: { writer: Pool; reconciler?: Pool; orderId?:
     // The gateway's webhook reports the charge it made; the reconciler settles the UNKNOWN record
     // from that evidence; the webhook's re-drive of the tool call is then replayed.
     const key = pay.callFor({ orderId, amountMinor: 2990 }).key;
-    await new Protocol(options.writer).recordFundFlow({
+    await new Protocol(options.gateway ?? options.reconciler).recordFundFlow({
       bizType: "payment", bizId: orderId, kind: "DEBIT", amountMinor: 2990, currency: "CNY",
       externalRef: gateway.charges[0].gatewayRef, idempotencyKey: key,
     });

@@ -1,4 +1,4 @@
-// idemwatch: call the idem protocol (docs/contract/schema.md, version 2) correctly from TypeScript.
+// idemwatch: call the idem protocol (docs/contract/schema.md, version 3) correctly from TypeScript.
 export * from "./errors";
 export * from "./guard";
 export * from "./keys";

@@ -22,9 +22,13 @@ export const FAIL_SQL =
   "SELECT result, status, version FROM idem.fail($1::text, $2::integer, $3::text, $4::uuid, $5::boolean)";
 export const MARK_UNKNOWN_SQL =
   "SELECT result, status, version FROM idem.mark_unknown($1::text, $2::integer, $3::text, $4::uuid)";
+// The gateway's word (a login granted idem_ledger) and the claimant's (idem_writer, with its token).
 export const RECORD_FUND_FLOW_SQL =
   "SELECT flow_id::text AS flow_id, is_duplicate FROM idem.record_fund_flow(" +
   "$1::text, $2::text, $3::text, $4::bigint, $5::text, $6::text, $7::text)";
+export const RECORD_CLAIMANT_FLOW_SQL =
+  "SELECT flow_id::text AS flow_id, is_duplicate FROM idem.record_fund_flow(" +
+  "$1::text, $2::text, $3::text, $4::bigint, $5::text, $6::text, $7::text, $8::uuid)";
 
 export const DEFAULT_LEASE_MS = 30_000;
 
@@ -82,12 +86,29 @@ function json(value: unknown): string {
   return JSON.stringify(value === undefined ? null : value);
 }
 
+/**
+ * How many times a call runs when it keeps ending in a serialization failure (40001) or a deadlock
+ * (40P01). Such a call changed nothing: it runs again in a new transaction, whose snapshot gives
+ * the contract's answer, as REPEATABLE READ and SERIALIZABLE (a role's or a database's default) ask
+ * of every client.
+ */
+export const SERIALIZATION_RETRIES = 8;
+const TRANSIENT = new Set(["40001", "40P01"]);
+
 export class Protocol {
   constructor(readonly db: Queryable) {}
 
   private async one(sql: string, values: unknown[]): Promise<any> {
-    const { rows } = await this.db.query(sql, values);
-    return rows[0];
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const { rows } = await this.db.query(sql, values);
+        return rows[0];
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (typeof code !== "string" || !TRANSIENT.has(code) || attempt === SERIALIZATION_RETRIES) throw err;
+        await new Promise((resolve) => setTimeout(resolve, attempt));
+      }
+    }
   }
 
   async begin(request: BeginRequest): Promise<BeginResult> {
@@ -127,7 +148,12 @@ export class Protocol {
     return change(await this.one(MARK_UNKNOWN_SQL, [key, expectedVersion, reason, claimToken]));
   }
 
-  /** The ledger as the gateway reports it. */
+  /**
+   * One line of the ledger. Without `claimToken`, the gateway's word (a callback, a statement line),
+   * on a login granted idem_ledger. With it, the claimant reporting its own side effect under
+   * `idempotencyKey`, on an idem_writer login; a wrong token is refused (SQLSTATE 42501) and
+   * nothing is written.
+   */
   async recordFundFlow(flow: {
     bizType: string;
     bizId: string;
@@ -136,8 +162,9 @@ export class Protocol {
     currency: string;
     externalRef: string;
     idempotencyKey?: string | null;
+    claimToken?: string | null;
   }): Promise<{ flowId: string; isDuplicate: boolean }> {
-    const row = await this.one(RECORD_FUND_FLOW_SQL, [
+    const params = [
       flow.bizType,
       flow.bizId,
       flow.kind,
@@ -145,7 +172,10 @@ export class Protocol {
       flow.currency,
       flow.externalRef,
       flow.idempotencyKey ?? null,
-    ]);
+    ];
+    const row = flow.claimToken
+      ? await this.one(RECORD_CLAIMANT_FLOW_SQL, [...params, flow.claimToken])
+      : await this.one(RECORD_FUND_FLOW_SQL, params);
     return { flowId: row.flow_id, isDuplicate: row.is_duplicate };
   }
 }

@@ -1,4 +1,4 @@
-// The protocol's vocabulary (docs/contract/schema.md, version 2): each value is the exact string the
+// The protocol's vocabulary (docs/contract/schema.md, version 3): each value is the exact string the
 // database stores and returns. One parse per type: an unknown value from the server throws rather
 // than being guessed at.
 
@@ -11,7 +11,7 @@ export const OUTCOMES = [
   "replayed", // final: SUCCESS with its response, or a FAILED that may not run again
   "in_progress", // PROCESSING or UNKNOWN: do not call downstream
   "payload_mismatch", // same key, different request
-  "rejected", // the business object succeeded, is in flight, or money moved, under another key
+  "rejected", // the business object succeeded, is in flight, or its side effect is recorded, under another key
   "retired", // the key was used and its record removed by retention
 ] as const;
 export type Outcome = (typeof OUTCOMES)[number];
@@ -26,7 +26,7 @@ export const RESULT_CODES = [
   "not_found",
   "not_claimant", // the claim token does not match
   "lease_active",
-  "money_moved",
+  "side_effect_recorded", // FAILED refused: the ledger records the side effect
 ] as const;
 export type ResultCode = (typeof RESULT_CODES)[number];
 

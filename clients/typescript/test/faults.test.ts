@@ -3,9 +3,10 @@
 // stays exactly 1 : 1. The reconciler then settles the unknown ones from the gateway's ledger.
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { Client } from "pg";
 
 import { Guard, Protocol, ResponseTimeout, ToolCall, TriggerSource, stableKey } from "../src";
-import { Gateway, adminQuery, payment, scalar, unique, writerClient } from "./support";
+import { Gateway, adminQuery, ledger, payment, scalar, unique, writerClient } from "./support";
 
 const ORDERS = 60;
 const DROP_RATE = 0.2;
@@ -60,13 +61,20 @@ test("dropped responses and retries from every source keep charges to orders one
     assert.equal(executions.length, ORDERS);
     assert.deepEqual([...executions].sort(), [...orders].sort());
 
-    // The gateway's webhooks: the ledger line, then the callback re-drives the tool call.
-    const protocol = new Protocol(clients[0]);
-    for (const [order, ref] of webhooks) {
-      await protocol.recordFundFlow({
-        bizType: "payment", bizId: order, kind: "DEBIT", amountMinor: 2990, currency: "CNY",
-        externalRef: ref, idempotencyKey: stableKey("payment", order, "pay"),
-      });
+    // The gateway's webhooks, on its own login (idem_ledger): the ledger line, then the callback
+    // re-drives the tool call.
+    const gateway = new Client(ledger);
+    await gateway.connect();
+    try {
+      const protocol = new Protocol(gateway);
+      for (const [order, ref] of webhooks) {
+        await protocol.recordFundFlow({
+          bizType: "payment", bizId: order, kind: "DEBIT", amountMinor: 2990, currency: "CNY",
+          externalRef: ref, idempotencyKey: stableKey("payment", order, "pay"),
+        });
+      }
+    } finally {
+      await gateway.end();
     }
     assert.equal(
       await scalar("SELECT count(*)::int FROM idem.records WHERE biz_id LIKE $1 AND status = 'UNKNOWN'", [`${run}-%`]),

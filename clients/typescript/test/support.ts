@@ -21,6 +21,8 @@ export const connection = {
 };
 export const writer = { ...connection, user: env("IDEMWATCH_CLIENT_USER") };
 export const superuser = { ...connection, user: env("IDEMWATCH_CLIENT_ADMIN_USER") };
+/** The gateway's side (webhooks, statements): a login holding only idem_ledger. */
+export const ledger = { ...connection, user: env("IDEMWATCH_CLIENT_LEDGER_USER") };
 
 export function writerPool(max = 4): Pool {
   return new Pool({ ...writer, max });
