@@ -175,7 +175,9 @@ class TestPgBouncer : public QObject {
     const std::string operatorRole = db_->createLoginRole("op", "idem_operator");
     const std::string writerRole = db_->createLoginRole("agent", "idem_writer");
     const std::string reconcilerRole = db_->createLoginRole("recon", "idem_reconciler");
-    PgBouncer bouncer(db_->dsn(), {"postgres", operatorRole, writerRole, reconcilerRole});
+    const std::string ledgerRole = db_->createLoginRole("gateway", "idem_ledger");
+    PgBouncer bouncer(db_->dsn(),
+                      {"postgres", operatorRole, writerRole, reconcilerRole, ledgerRole});
     const auto as = [&](const std::string& role) { return bouncer.through(db_->dsnAs(role)); };
 
     std::string out;
@@ -187,7 +189,7 @@ class TestPgBouncer : public QObject {
              db_->scalar("SELECT max(version) FROM idem.schema_migrations"));
     QCOMPARE(idemctl({"simulate", "--db.dsn", as(writerRole), "--requests", "200", "--seed", "4",
                       "--run-id", "pooled", "--operator-dsn", as(operatorRole), "--reconciler-dsn",
-                      as(reconcilerRole)},
+                      as(reconcilerRole), "--ledger-dsn", as(ledgerRole)},
                      &out),
              0);
     QVERIFY2(out.find("operations 200") != std::string::npos, out.c_str());

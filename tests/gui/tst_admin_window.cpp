@@ -251,7 +251,8 @@ class TestAdminWindow : public QObject {
     QSignalSpy assessed(d, &SettleDialog::assessed);
     fillDecision(d, RecordStatus::Failed, QStringLiteral("gateway says declined"));
     QTRY_VERIFY(d->overrideOffered());
-    QVERIFY2(d->warnings().contains(QStringLiteral("money moved for payment/ord-debited")),
+    QVERIFY2(d->warnings().contains(
+                 QStringLiteral("the ledger records the side effect of payment/ord-debited")),
              qPrintable(d->warnings()));
     QVERIFY2(d->moneyPositionText().contains(QStringLiteral("Money moved")),
              qPrintable(d->moneyPositionText()));
@@ -262,10 +263,11 @@ class TestAdminWindow : public QObject {
     // Without the override the server refuses: its words, nothing written.
     clickSettle(d);
     QTRY_VERIFY(d->outcome().has_value());
-    QCOMPARE(d->outcome()->verdict, SettleVerdict::MoneyMoved);
+    QCOMPARE(d->outcome()->verdict, SettleVerdict::SideEffectRecorded);
     QCOMPARE(d->phase(), SettleDialog::Phase::Editing);
     QCOMPARE(d->message(), QString::fromStdString(d->outcome()->message));
-    QVERIFY2(d->message().contains(QStringLiteral("money_moved")), qPrintable(d->message()));
+    QVERIFY2(d->message().contains(QStringLiteral("side_effect_recorded")),
+             qPrintable(d->message()));
     QVERIFY(d->overrideOffered());
     QCOMPARE(status(s_.unknownWithDebit), std::string("UNKNOWN v2"));
     QCOMPARE(operatorDecisions(s_.unknownWithDebit), 0LL);
@@ -311,6 +313,31 @@ class TestAdminWindow : public QObject {
     clickSettle(d);
     QTRY_VERIFY(w->settleDialog() == nullptr);
     QCOMPARE(status(s_.unknown), std::string("FAILED v3"));
+  }
+
+  // A coupon leaves no line in the ledger: the dialog says plainly that the ledger cannot tell,
+  // offers no override (there is nothing to override), and FAILED is the operator's own word.
+  void aSideEffectTheLedgerCannotTellIsTheOperatorsWord() {
+    auto owner = db_->connect();
+    ProtocolClient client(*owner);
+    BeginRequest r = test::paymentRequest("cpn-lost", "cpn-1");
+    r.bizType = "coupon";
+    r.tool = "issue_coupon";
+    const Claim c = test::claim(client, r);
+    QVERIFY(client.markUnknown("cpn-lost", c.version, "coupon service timeout", c.token).ok());
+    auto w = openWindow(alice_);
+    SettleDialog* d = decideOnStuck(*w, "cpn-lost", RecordStatus::Failed,
+                                    QStringLiteral("the coupon system shows no coupon cpn-1"));
+    QVERIFY(d);
+    QVERIFY2(d->moneyPositionText().contains(QStringLiteral("The ledger cannot tell")),
+             qPrintable(d->moneyPositionText()));
+    QVERIFY2(d->warnings().contains(
+                 QStringLiteral("the ledger cannot tell whether this coupon happened")),
+             qPrintable(d->warnings()));
+    QVERIFY(!d->overrideOffered());
+    clickSettle(d);
+    QTRY_VERIFY(w->settleDialog() == nullptr);
+    QCOMPARE(status("cpn-lost"), std::string("FAILED v3"));
   }
 
   void settleWaitsForALiveLeaseAndSaysUntilWhen() {
@@ -465,7 +492,7 @@ class TestAdminWindow : public QObject {
     clickSettle(d);
     QTRY_VERIFY(d->overrideOffered());
     QCOMPARE(d->phase(), SettleDialog::Phase::Editing);
-    QCOMPARE(d->outcome()->verdict, SettleVerdict::MoneyMoved);
+    QCOMPARE(d->outcome()->verdict, SettleVerdict::SideEffectRecorded);
     QCOMPARE(d->message(), QString::fromStdString(d->outcome()->message));
     QCOMPARE(status(s_.unknown), std::string("UNKNOWN v2"));
   }
@@ -478,7 +505,8 @@ class TestAdminWindow : public QObject {
     QVERIFY(d);
     d->chooseTarget(RecordStatus::Success);
     QTRY_VERIFY(!d->warnings().isEmpty());
-    QVERIFY2(d->warnings().contains(QStringLiteral("nothing shows the money moved")),
+    QVERIFY2(d->warnings().contains(
+                 QStringLiteral("no DEBIT or CAPTURE flow for payment/ord-expired shows")),
              qPrintable(d->warnings()));
     QVERIFY(!d->overrideOffered());  // a warning, not a block
     d->reject();

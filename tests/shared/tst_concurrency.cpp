@@ -347,9 +347,7 @@ class TestConcurrency : public QObject {
       const int batch = kBatches - 1 - round;
       if (worker == 0) {
         pqxx::connection conn(db_->dsn());
-        pqxx::nontransaction tx(conn);
-        tx.exec_params("SELECT * FROM idem.purge($1::interval)",
-                       std::to_string(39 + batch) + " days 12 hours");
+        ProtocolClient(conn).purge(std::chrono::hours(24 * (39 + batch) + 12));
         return;
       }
       for (int k = 0; k < kPerBatch; ++k) {

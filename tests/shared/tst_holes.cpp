@@ -6,6 +6,7 @@
 
 #include "idem/database_error.hpp"
 #include "idem/protocol_client.hpp"
+#include "login_session.hpp"
 #include "test_database.hpp"
 #include "test_requests.hpp"
 
@@ -22,20 +23,7 @@ BeginRequest request(const std::string& key, const std::string& bizId,
   return test::payRequestFrom(key, bizId, source, payload);
 }
 
-// A login role's connection and protocol client.
-struct As {
-  As(const test::TestDatabase& db, const std::string& role)
-      : connection(db.dsnAs(role)), client(connection) {}
-  pqxx::connection connection;
-  ProtocolClient client;
-
-  std::string sqlstateOf(const std::string& sql) { return test::sqlstateOf(connection, sql); }
-  std::string firstField(const std::string& sql) {
-    pqxx::nontransaction tx(connection);
-    const auto r = tx.exec(sql);
-    return r.empty() || r[0][0].is_null() ? "<null>" : r[0][0].c_str();
-  }
-};
+using As = test::LoginSession;
 
 }  // namespace
 
@@ -74,7 +62,7 @@ class TestHoles : public QObject {
     const BeginResult b = claimExpired(agent.client, "pay-7", "order-7");
     QCOMPARE(agent.client.expireLeases(), 1);
     agent.client.recordFundFlow(
-        {"payment", "order-7", FundFlowKind::Debit, 2990, "CNY", "gw-7", "pay-7"});
+        {"payment", "order-7", FundFlowKind::Debit, 2990, "CNY", "gw-7", "pay-7"}, *b.claimToken);
     // Even the claimant, with its token, may not declare the uncertain outcome failed.
     const ChangeResult f = agent.client.fail("pay-7", 2, "", *b.claimToken, true);
     QCOMPARE(f.result, ResultCode::InvalidTransition);
@@ -116,16 +104,16 @@ class TestHoles : public QObject {
   void hole3_moneyMovedIsRefusedInSqlAndCountsCapture() {
     As agent(*db_, writer_);
     As olga(*db_, operator_);
-    claimExpired(agent.client, "pay-3", "order-3");
+    const std::string token = *claimExpired(agent.client, "pay-3", "order-3").claimToken;
     QCOMPARE(agent.client.expireLeases(), 1);
     agent.client.recordFundFlow(
-        {"payment", "order-3", FundFlowKind::Freeze, 2990, "CNY", "gw-3-hold", "pay-3"});
+        {"payment", "order-3", FundFlowKind::Freeze, 2990, "CNY", "gw-3-hold", "pay-3"}, token);
     agent.client.recordFundFlow(
-        {"payment", "order-3", FundFlowKind::Capture, 2990, "CNY", "gw-3-cap", "pay-3"});
+        {"payment", "order-3", FundFlowKind::Capture, 2990, "CNY", "gw-3-cap", "pay-3"}, token);
     // Plain SQL, as psql sends it, as the operator role.
     QCOMPARE(olga.firstField(
                  "SELECT result FROM idem.settle('pay-3', 2, 'FAILED', 'gateway shows nothing')"),
-             std::string("money_moved"));
+             std::string("side_effect_recorded"));
     QCOMPARE(olga.firstField("SELECT money_moved::text FROM idem.money_position WHERE biz_type = "
                              "'payment' AND biz_id = 'order-3'"),
              std::string("true"));

@@ -56,7 +56,7 @@ constexpr const char* kChargeCountsOff =
     "GROUP BY biz_type, biz_id) f ON f.biz_type = c.biz_type AND f.biz_id = c.biz_id "
     "WHERE c.charges IS DISTINCT FROM f.n OR c.last_charge_at IS DISTINCT FROM f.latest";
 
-constexpr const char* kMoneyMoved =
+constexpr const char* kSideEffectRecorded =
     "SELECT biz_id, first_charge_ref, charges, charged_minor, currency, record_key, "
     "record_status, record_version FROM idem.money_moved_without_success('{payment}', $1, $2) "
     "ORDER BY biz_id";
@@ -158,7 +158,7 @@ class TestMoneyQuestions : public QObject {
     succeed("k-2", "o-2");
     flow("o-2", FundFlowKind::Debit, 100, "CNY", "gw-4", "k-2");
     flow("o-3", FundFlowKind::Debit, 100, "CNY", "gw-5");  // no record at all
-    const pqxx::result r = rows(kMoneyMoved);
+    const pqxx::result r = rows(kSideEffectRecorded);
     QCOMPARE(column(r), (Ids{"o-1", "o-3"}));
     QCOMPARE(std::string(r[0][1].c_str()), std::string("gw-1"));
     QCOMPARE(r[0][2].as<long long>(), 3LL);
@@ -177,13 +177,14 @@ class TestMoneyQuestions : public QObject {
     age("o-old", "2 hours");
     flow("o-gone", FundFlowKind::Debit, 100, "CNY", "gw-3");
     age("o-gone", "3 days");
-    QCOMPARE(column(rows(kMoneyMoved, "1 day", "1 hour")), (Ids{"o-old"}));
-    QCOMPARE(column(rows(kMoneyMoved, "1 day", "0")), (Ids{"o-old", "o-young"}));
-    QCOMPARE(column(rows(kMoneyMoved, "4 days", "0")), (Ids{"o-gone", "o-old", "o-young"}));
+    QCOMPARE(column(rows(kSideEffectRecorded, "1 day", "1 hour")), (Ids{"o-old"}));
+    QCOMPARE(column(rows(kSideEffectRecorded, "1 day", "0")), (Ids{"o-old", "o-young"}));
+    QCOMPARE(column(rows(kSideEffectRecorded, "4 days", "0")), (Ids{"o-gone", "o-old", "o-young"}));
     // Just inside and just outside either end of the window.
-    QCOMPARE(column(rows(kMoneyMoved, "2 hours 1 minute", "1 hour 59 minutes")), (Ids{"o-old"}));
-    QCOMPARE(column(rows(kMoneyMoved, "2 hours 1 minute", "2 hours 10 seconds")), (Ids{}));
-    QCOMPARE(column(rows(kMoneyMoved, "1 hour 59 minutes", "0")), (Ids{"o-young"}));
+    QCOMPARE(column(rows(kSideEffectRecorded, "2 hours 1 minute", "1 hour 59 minutes")),
+             (Ids{"o-old"}));
+    QCOMPARE(column(rows(kSideEffectRecorded, "2 hours 1 minute", "2 hours 10 seconds")), (Ids{}));
+    QCOMPARE(column(rows(kSideEffectRecorded, "1 hour 59 minutes", "0")), (Ids{"o-young"}));
   }
 
   void moneyMovedIsADebitOrACaptureNotAHoldAlone() {
@@ -197,18 +198,18 @@ class TestMoneyQuestions : public QObject {
     unknown("k-captured", "o-captured");
     flow("o-captured", FundFlowKind::Freeze, 500, "CNY", "gw-5", "k-captured");
     flow("o-captured", FundFlowKind::Capture, 500, "CNY", "gw-6", "k-captured");
-    QCOMPARE(column(rows(kMoneyMoved)), (Ids{"o-captured"}));
+    QCOMPARE(column(rows(kSideEffectRecorded)), (Ids{"o-captured"}));
   }
 
   void aTombstoneOfAPurgedSuccessStillCountsAsSuccess() {
     succeed("k-paid", "o-paid");
     flow("o-paid", FundFlowKind::Debit, 900, "CNY", "gw-1", "k-paid");
-    QCOMPARE(column(rows(kMoneyMoved)), (Ids{}));
+    QCOMPARE(column(rows(kSideEffectRecorded)), (Ids{}));
     QTest::qWait(5);
     db_->exec("SELECT * FROM idem.purge('1 microsecond')");
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE biz_id = 'o-paid'"), 0LL);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.retired_keys WHERE biz_id = 'o-paid'"), 1LL);
-    QCOMPARE(column(rows(kMoneyMoved)), (Ids{}));
+    QCOMPARE(column(rows(kSideEffectRecorded)), (Ids{}));
   }
 
   void successWithoutMoneyMovedIgnoresHoldsAndCredits() {
@@ -463,9 +464,10 @@ class TestMoneyQuestions : public QObject {
     flow("o-1", FundFlowKind::Debit, 1000, "CNY", "gw-1");
     db_->exec(
         "SET session_replication_role = replica; INSERT INTO idem.fund_flows (biz_type, biz_id, "
-        "kind, amount_minor, currency, external_ref, duplicate_of) VALUES ('payment', 'o-1', "
-        "'DEBIT', 1000, 'CNY', 'gw-2', (SELECT id FROM idem.fund_flows WHERE external_ref = "
-        "'gw-1')), ('payment', 'o-2', 'CAPTURE', 5, 'CNY', 'gw-3', NULL)");
+        "kind, amount_minor, currency, external_ref, duplicate_of, recorded_by) VALUES "
+        "('payment', 'o-1', 'DEBIT', 1000, 'CNY', 'gw-2', (SELECT id FROM idem.fund_flows WHERE "
+        "external_ref = 'gw-1'), 'ledger'), ('payment', 'o-2', 'CAPTURE', 5, 'CNY', 'gw-3', NULL, "
+        "'ledger')");
     QCOMPARE(db_->scalar(kChargeCountsOff), 2LL);  // o-1 counted once, o-2 not at all
     QCOMPARE(column(rows(kOvercharged, "1 day", std::nullopt)), (Ids{}));
     QCOMPARE(db_->scalar("SELECT idem.recount_charged_objects()"), 2LL);
@@ -509,7 +511,7 @@ class TestMoneyQuestions : public QObject {
     }
     for (const char* window : {"2 hours", "1 day", "2 days", "30 days"}) {
       for (const char* grace : {"0", "5 minutes", "3 hours"}) {
-        QCOMPARE(column(rows(kMoneyMoved, window, std::string(grace))),
+        QCOMPARE(column(rows(kSideEffectRecorded, window, std::string(grace))),
                  column(rows(kPlainMoneyMoved, window, std::string(grace))));
         QCOMPARE(column(rows(kSuccessWithout, window, std::string(grace))),
                  column(rows(kPlainSuccessWithout, window, std::string(grace))));
@@ -518,7 +520,7 @@ class TestMoneyQuestions : public QObject {
                column(rows(kPlainOvercharged, window, std::nullopt)));
     }
     // Not a vacuous comparison: each question has answers in the month.
-    QVERIFY(rows(kMoneyMoved, "30 days").size() > 3);
+    QVERIFY(rows(kSideEffectRecorded, "30 days").size() > 3);
     QVERIFY(rows(kSuccessWithout, "30 days").size() > 3);
     QVERIFY(rows(kOwedRows, "30 days", std::nullopt).size() > 3);
   }

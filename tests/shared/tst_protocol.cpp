@@ -610,7 +610,7 @@ class TestProtocol : public QObject {
   }
 
   // Pretending to be an operator or a reconciler in a direct UPDATE does not lift the row's
-  // conditions: a live lease, a final failure, money moved, a reason, evidence.
+  // conditions: a live lease, a final failure, the side effect recorded, a reason, evidence.
   void forgedActorInDirectUpdateMeetsTheRowConditions() {
     claim(request("p", "op"));
     std::string t = claim(request("f", "of"));
@@ -628,8 +628,10 @@ class TestProtocol : public QObject {
         {"p", "operator", "stuck", "", "FAILED", "its claimant may still answer"},
         {"p", "reconciler", "stuck", R"({"e": 1})", "SUCCESS", "its claimant may still answer"},
         {"f", "system", "retry", "", "PROCESSING", "the failure is final"},
-        {"m", "operator", "no charge", "", "FAILED", "money moved for payment om"},
-        {"m", "reconciler", "no charge", R"({"e": 1})", "FAILED", "money moved for payment om"},
+        {"m", "operator", "no charge", "", "FAILED",
+         "the ledger records the side effect of payment om"},
+        {"m", "reconciler", "no charge", R"({"e": 1})", "FAILED",
+         "the ledger records the side effect of payment om"},
         {"m", "operator", " \t\n", "", "SUCCESS", "needs a reason"},
         {"m", "reconciler", "paid", "{}", "SUCCESS", "needs evidence"},
     };

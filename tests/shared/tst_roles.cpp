@@ -69,18 +69,30 @@ class TestRoles : public QObject {
   void groupRolesAreNologin() {
     QCOMPARE(
         db_->scalar("SELECT count(*) FROM pg_roles WHERE rolname IN ('idem_writer', 'idem_reader', "
-                    "'idem_operator', 'idem_reconciler', 'idem_owner') AND NOT rolcanlogin"),
-        5LL);
+                    "'idem_operator', 'idem_reconciler', 'idem_owner', 'idem_ledger') AND NOT "
+                    "rolcanlogin"),
+        6LL);
   }
 
   void writerCallsTheProtocolButTouchesNoTable() {
-    expectAllowed(
-        writer_, {"SELECT * FROM idem.begin('w1', 'payment', 'ow', 'pay', NULL, 'initial', '{}')",
-                  "SELECT * FROM idem.complete('w1', 1, '{}', gen_random_uuid())",
-                  "SELECT * FROM idem.fail('w1', 1, 'x', gen_random_uuid(), false)",
-                  "SELECT * FROM idem.mark_unknown('w1', 1, 'x', gen_random_uuid())",
-                  "SELECT * FROM idem.record_fund_flow('payment', 'ow', 'DEBIT', 1, 'CNY', 'gw-w')",
-                  "SELECT idem.expire_leases()"});
+    expectAllowed(writer_,
+                  {"SELECT * FROM idem.begin('w1', 'payment', 'ow', 'pay', NULL, 'initial', '{}')",
+                   "SELECT * FROM idem.complete('w1', 1, '{}', gen_random_uuid())",
+                   "SELECT * FROM idem.fail('w1', 1, 'x', gen_random_uuid(), false)",
+                   "SELECT * FROM idem.mark_unknown('w1', 1, 'x', gen_random_uuid())",
+                   "SELECT idem.expire_leases()"});
+    // Its own side effect, with the claim token of its own claim; without one, the ledger is the
+    // gateway's.
+    {
+      pqxx::connection c(db_->dsnAs(writer_));
+      ProtocolClient agent(c);
+      const BeginResult own = agent.begin(test::payRequest("w2", "ow2"));
+      QVERIFY(!agent
+                   .recordFundFlow({"payment", "ow2", FundFlowKind::Debit, 1, "CNY", "gw-w2",
+                                    std::string("w2")},
+                                   *own.claimToken)
+                   .alreadyRecorded);
+    }
     expectDenied(
         writer_,
         {"SELECT * FROM idem.settle('k1', 2, 'SUCCESS', 'writer cannot')",
@@ -91,7 +103,33 @@ class TestRoles : public QObject {
          "DELETE FROM idem.fund_flows", "SELECT * FROM idem.purge('1 day')",
          "SELECT * FROM idem.resolve('k1', 2, 'SUCCESS', 'writer cannot', '{\"e\": 1}')",
          "SELECT idem.reconcile()", "SELECT money_moved FROM idem.money_position",
-         "SELECT idem.act('operator', 'forged', '')"});
+         "SELECT idem.act('operator', 'forged', '')",
+         "SELECT * FROM idem.record_fund_flow('payment', 'ow', 'DEBIT', 1, 'CNY', 'gw-w')",
+         "SELECT * FROM idem.record_fund_flow('payment', 'o1', 'DEBIT', 1, 'CNY', 'gw-w', 'k1', "
+         "gen_random_uuid())",
+         "SELECT * FROM idem.business_types"});
+  }
+
+  // The gateway's side records what the gateway says, and does nothing else.
+  void ledgerRecordsTheGatewaysWordAndNothingElse() {
+    const std::string ledger = db_->createLoginRole("webhook", "idem_ledger");
+    expectAllowed(
+        ledger,
+        {"SELECT * FROM idem.record_fund_flow('payment', 'ol', 'DEBIT', 1, 'CNY', 'gw-l', NULL)",
+         "SELECT * FROM idem.record_fund_flow('payment', 'o1', 'CAPTURE', 1, 'CNY', 'gw-l2', "
+         "'k1')"});
+    expectDenied(ledger,
+                 {"SELECT * FROM idem.begin('l1', 'payment', 'ol', 'pay', NULL, 'initial', '{}')",
+                  "SELECT * FROM idem.complete('k1', 2, '{}', gen_random_uuid())",
+                  "SELECT * FROM idem.settle('k1', 2, 'SUCCESS', 'ledger cannot')",
+                  "SELECT idem.reconcile()", "SELECT count(*) FROM idem.fund_flows",
+                  "INSERT INTO idem.business_types VALUES ('x', '{}', '{}', 'x')",
+                  "SELECT idem.declare_business_type('x', '{}', '{}', 'x')",
+                  "UPDATE idem.fund_flows SET amount_minor = 0"});
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE recorded_by = 'ledger' AND "
+                         "recorded_login = '" +
+                         ledger + "'"),
+             2LL);
   }
 
   void readerReadsEverythingAndWritesNothing() {

@@ -96,13 +96,15 @@ class TestSettlement : public QObject {
     debit("o1", "gw-1");
     SettleRequest req{"k1", 2, RecordStatus::Failed, "gateway shows nothing", std::nullopt, false};
     const SettleAssessment seen = assessSettle(*conn_, "k1", RecordStatus::Failed);
-    QVERIFY(seen.moneyMoved);
+    QVERIFY(seen.sideEffectRecorded);
     QVERIFY(seen.blocking);
-    QVERIFY2(says(seen.warnings.front(), "money moved for payment/o1"), seen.warnings[0].c_str());
+    QVERIFY2(says(seen.warnings.front(), "the ledger records the side effect of payment/o1"),
+             seen.warnings[0].c_str());
     const SettleOutcome refused = settleRecord(*conn_, req);
-    QCOMPARE(refused.verdict, SettleVerdict::MoneyMoved);
-    QCOMPARE(refused.change.result, ResultCode::MoneyMoved);  // the server's answer, not ours
-    QVERIFY2(says(refused.message, "money_moved"), refused.message.c_str());
+    QCOMPARE(refused.verdict, SettleVerdict::SideEffectRecorded);
+    QCOMPARE(refused.change.result,
+             ResultCode::SideEffectRecorded);  // the server's answer, not ours
+    QVERIFY2(says(refused.message, "side_effect_recorded"), refused.message.c_str());
     QVERIFY2(says(refused.message, "DEBIT 2990 CNY (gw-1)"), refused.message.c_str());
     QCOMPARE(transitions("k1"), 2LL);
     QCOMPARE(db_->scalar("SELECT version FROM idem.records WHERE idempotency_key = 'k1'"), 2LL);
@@ -132,12 +134,12 @@ class TestSettlement : public QObject {
     stuck("k1", "o1", true);
     flow("o1", FundFlowKind::Freeze, "gw-hold-1");
     const SettleAssessment held = assessSettle(*conn_, "k1", RecordStatus::Failed);
-    QVERIFY(!held.moneyMoved);
+    QVERIFY(!held.sideEffectRecorded);
     QVERIFY(!held.blocking);
     flow("o1", FundFlowKind::Capture, "gw-cap-1");
     const SettleOutcome out =
         settleRecord(*conn_, {"k1", 2, RecordStatus::Failed, "no charge?", std::nullopt, false});
-    QCOMPARE(out.verdict, SettleVerdict::MoneyMoved);
+    QCOMPARE(out.verdict, SettleVerdict::SideEffectRecorded);
     QVERIFY2(says(out.message, "CAPTURE 2990 CNY (gw-cap-1)"), out.message.c_str());
 
     stuck("k2", "o2", true);
@@ -154,21 +156,21 @@ class TestSettlement : public QObject {
     stuck("k1", "o1", true);
     debit("o1", "gw-1");
     flow("o1", FundFlowKind::Refund, "gw-r1");
-    QVERIFY(!assessSettle(*conn_, "k1", RecordStatus::Failed).moneyMoved);
+    QVERIFY(!assessSettle(*conn_, "k1", RecordStatus::Failed).sideEffectRecorded);
     stuck("k2", "o2", true);
     debit("o2", "gw-2");
     flow("o2", FundFlowKind::Credit, "gw-c2");
-    QVERIFY(assessSettle(*conn_, "k2", RecordStatus::Failed).moneyMoved);
+    QVERIFY(assessSettle(*conn_, "k2", RecordStatus::Failed).sideEffectRecorded);
     stuck("k3", "o3", true);
     debit("o3", "gw-3");
     flow("o3", FundFlowKind::Refund, "gw-r3", 2990, "EUR");
-    QVERIFY(assessSettle(*conn_, "k3", RecordStatus::Failed).moneyMoved);
+    QVERIFY(assessSettle(*conn_, "k3", RecordStatus::Failed).sideEffectRecorded);
     for (const char* key : {"k1", "k2", "k3"}) {
       QCOMPARE(db_->scalar(std::string("SELECT (SELECT coalesce(m.money_moved, false) FROM "
                                        "idem.records r LEFT JOIN idem.money_position m USING "
                                        "(biz_type, biz_id) WHERE r.idempotency_key = '") +
                            key + "')::int"),
-               assessSettle(*conn_, key, RecordStatus::Failed).moneyMoved ? 1LL : 0LL);
+               assessSettle(*conn_, key, RecordStatus::Failed).sideEffectRecorded ? 1LL : 0LL);
     }
   }
 
@@ -218,7 +220,7 @@ class TestSettlement : public QObject {
       const SettleAssessment a = assessSettle(*conn_, key, RecordStatus::Success);
       QVERIFY(!a.blocking);
       QCOMPARE(a.warnings.size(), std::size_t(1));
-      QVERIFY2(says(a.warnings[0], "nothing shows the money moved"), a.warnings[0].c_str());
+      QVERIFY2(says(a.warnings[0], "shows that it happened"), a.warnings[0].c_str());
       QVERIFY(says(a.warnings[0], (bizType + "/o1").c_str()));
       const SettleOutcome out = settleRecord(
           *conn_,
@@ -237,7 +239,7 @@ class TestSettlement : public QObject {
     const SettleAssessment a = assessSettle(*conn_, "k1", RecordStatus::Success);
     QVERIFY(a.duplicateDebit);
     QVERIFY(!a.blocking);
-    QVERIFY(a.moneyMoved);
+    QVERIFY(a.sideEffectRecorded);
     QVERIFY2(anySays(a.warnings, "charged 2 times for payment/o1: refund the duplicates"),
              a.warnings.front().c_str());
   }

@@ -44,7 +44,7 @@ class TestVocabulary : public QObject {
              QStringLiteral("system, operator or reconciler"));
     QCOMPARE(QString::fromStdString(spellings<ResultCode>()),
              QStringLiteral("ok, conflict, invalid_transition, not_found, not_claimant, "
-                            "lease_active or money_moved"));
+                            "lease_active or side_effect_recorded"));
   }
 
   void unknownValueNamesTheValueAndTheVocabulary() {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <stdexcept>
 
 #include "idem/database_error.hpp"
 #include "idem/migrations.hpp"
@@ -34,7 +35,30 @@ std::string TestDatabase::serverDsn() {
   return std::string(std::getenv("IDEMWATCH_TEST_DSN")) + " dbname=postgres";
 }
 
-TestDatabase::TestDatabase(const std::string& name, bool migrate) : name_(name), migrate_(migrate) {
+std::string TestDatabase::isolationLevel() {
+  const char* env = std::getenv("IDEMWATCH_TEST_ISOLATION");
+  return env == nullptr || *env == '\0' ? std::string("read committed") : std::string(env);
+}
+
+namespace {
+
+// A suite run at another level gets databases (and so login roles) of its own: the variants of one
+// suite run side by side under ctest -j.
+std::string nameAtLevel(const std::string& name) {
+  const std::string level = TestDatabase::isolationLevel();
+  if (level == "read committed") return name;
+  if (level == "repeatable read") return name + "_rr";
+  if (level == "serializable") return name + "_ser";
+  throw std::invalid_argument(
+      "IDEMWATCH_TEST_ISOLATION must be read committed, repeatable read "
+      "or serializable, not '" +
+      level + "'");
+}
+
+}  // namespace
+
+TestDatabase::TestDatabase(const std::string& name, bool migrate)
+    : name_(nameAtLevel(name)), migrate_(migrate) {
   create();
 }
 
@@ -62,6 +86,16 @@ void TestDatabase::create() {
     tx.exec("CREATE EXTENSION IF NOT EXISTS pg_stat_statements");
   }
   if (migrate_) idem::migrate(c, idem::bundledMigrations());
+  if (const std::string level = isolationLevel(); level != "read committed") {
+    // Every transaction of every login in this database, as a driver or an ORM that opens its
+    // transactions at this level would run them.
+    pqxx::nontransaction tx(c);
+    std::string alter = "ALTER DATABASE ";
+    alter += tx.quote_name(name_);
+    alter += " SET default_transaction_isolation = ";
+    alter += tx.quote(level);
+    tx.exec(alter);
+  }
 }
 
 void TestDatabase::reset() {

@@ -16,6 +16,12 @@ class PgCluster;
 
 class TestDatabase {
  public:
+  // The isolation level every transaction of the suite's databases runs at, from
+  // IDEMWATCH_TEST_ISOLATION (read committed, repeatable read or serializable; default read
+  // committed). At another level than read committed the database's name gets a suffix and the
+  // database the level as its default_transaction_isolation.
+  static std::string isolationLevel();
+
   // Creates database `name` (dropping a leftover one) and applies the bundled migrations.
   explicit TestDatabase(const std::string& name, bool migrate = true);
   ~TestDatabase();

@@ -1,4 +1,4 @@
-// idemctl as a user meets it (schema contract v2): exit codes, one-line errors, migrate upgrading a
+// idemctl as a user meets it (schema contract v3): exit codes, one-line errors, migrate upgrading a
 // version-1 database with its data, the settle runbook path with each refusal of the server (its
 // own exit code; lease_active with the lease's end, money_moved with the flows), the override that
 // needs a reason and is recorded, reconcile once and as a loop stopped by SIGTERM, and purge's
@@ -7,6 +7,7 @@
 #include <QtTest>
 #include <sstream>
 
+#include "idem/migrations.hpp"
 #include "idem/protocol_client.hpp"
 #include "idemctl.hpp"
 #include "test_database.hpp"
@@ -19,7 +20,10 @@ class TestIdemctl : public QObject {
   std::unique_ptr<test::TestDatabase> db_;
   std::atomic<bool> stop_{false};
   std::string out_, err_;
-  std::string operator_, reconciler_, writer_;
+  std::string operator_, reconciler_, writer_, ledger_;
+
+  // The newest migration this idemctl carries, as `migrate` names it.
+  static std::string latest() { return std::to_string(bundledMigrations().back().version); }
 
   int idemctl(std::vector<std::string> args) {
     std::ostringstream out, err;
@@ -47,7 +51,8 @@ class TestIdemctl : public QObject {
     QCOMPARE(begun.outcome, Outcome::Executed);
     if (charged) {
       client.recordFundFlow(
-          {"payment", order, FundFlowKind::Debit, 2990, "CNY", "gw-" + order, key});
+          {"payment", order, FundFlowKind::Debit, 2990, "CNY", "gw-" + order, key},
+          *begun.claimToken);
     }
     QVERIFY(client.markUnknown(key, 1, "gateway timeout after 5s", *begun.claimToken).ok());
   }
@@ -116,7 +121,7 @@ class TestIdemctl : public QObject {
   void helpDocumentsTheExitCodesAndFlags() {
     QCOMPARE(idemctl({"settle", "--help"}), 0);
     for (const char* line :
-         {"--override-money-moved", "3  refused, conflict", "4  refused, money_moved",
+         {"--override-side-effect", "3  refused, conflict", "4  refused, side_effect_recorded",
           "5  refused, lease_active", "6  refused, invalid_transition", "7  refused, not_found",
           "deprecated"}) {
       QVERIFY2(outSays(line), line);
@@ -186,9 +191,9 @@ The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (
 
     QCOMPARE(idemctl({"migrate", "--db.dsn", db_->dsn()}), 0);
     QVERIFY(outSays("applied 009_v2_roles.sql"));
-    QVERIFY2(
-        outSays("upgraded from version 5 (schema contract v1) to version 13 (schema contract v2)"),
-        out_.c_str());
+    QVERIFY2(outSays("upgraded from version 5 (schema contract v1) to version " + latest() +
+                     " (schema contract v3)"),
+             out_.c_str());
     QVERIFY2(outSays("grants: every idem function's EXECUTE grants match the contract"),
              out_.c_str());
     QCOMPARE(
@@ -201,7 +206,8 @@ The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE idempotency_key LIKE 'v1-%'"),
              4LL);
     QCOMPARE(idemctl({"migrate", "--db.dsn", db_->dsn()}), 0);
-    QVERIFY2(outSays("schema up to date at version 13 (schema contract v2)"), out_.c_str());
+    QVERIFY2(outSays("schema up to date at version " + latest() + " (schema contract v3)"),
+             out_.c_str());
 
     // A grant made by hand since is a hole: migrate fails loudly and names it.
     db_->exec("GRANT EXECUTE ON FUNCTION idem.reconcile() TO PUBLIC");
@@ -213,12 +219,13 @@ The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (
     operator_ = db_->createLoginRole("op", "idem_operator");
     reconciler_ = db_->createLoginRole("recon", "idem_reconciler");
     writer_ = db_->createLoginRole("agent", "idem_writer");
+    ledger_ = db_->createLoginRole("webhook", "idem_ledger");
   }
 
   void simulateShowsTheCarelessHolesRefused() {
-    QCOMPARE(idemctl({"simulate", "--db.dsn", as(writer_), "--requests", "300", "--seed", "3",
-                      "--run-id", "ctl", "--response-loss-rate", "0.3", "--callback-resolves-rate",
-                      "0", "--careless-rate", "0.2"}),
+    QCOMPARE(idemctl({"simulate", "--db.dsn", as(writer_), "--ledger-dsn", as(ledger_),
+                      "--requests", "300", "--seed", "3", "--run-id", "ctl", "--response-loss-rate",
+                      "0.3", "--callback-resolves-rate", "0", "--careless-rate", "0.2"}),
              0);
     QVERIFY2(outSays("operations 300"), out_.c_str());
     QVERIFY(outSays("in_progress"));
@@ -234,10 +241,10 @@ The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (
     QCOMPARE(
         idemctl({"settle", "pay-1", "--to", "FAILED", "--reason", "no charge?", "--db.dsn", dsn}),
         4);
-    QVERIFY2(errSays("refused by the server (money_moved)"), err_.c_str());
+    QVERIFY2(errSays("refused by the server (side_effect_recorded)"), err_.c_str());
     QVERIFY2(errSays("DEBIT 2990 CNY (gw-o-1)"), err_.c_str());
     QVERIFY2(errSays(": DEBIT 2990 CNY (minor units), ref gw-o-1, key pay-1"), err_.c_str());
-    QVERIFY(errSays("--override-money-moved"));
+    QVERIFY(errSays("--override-side-effect"));
     // A stale version is refused and says what it is now.
     QCOMPARE(idemctl({"settle", "pay-1", "--to", "SUCCESS", "--reason", "x", "--expect-version",
                       "1", "--db.dsn", dsn}),
@@ -296,8 +303,9 @@ The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (
                       "gateway case 991: the DEBIT was reversed before settlement",
                       "--override-money-moved", "--db.dsn", as(operator_)}),
              0);
-    QVERIFY2(outSays("override of money moved is recorded"), out_.c_str());
-    QVERIFY2(errSays("warning: money moved for payment/o-2"), err_.c_str());
+    QVERIFY2(outSays("override of the recorded side effect is in the transition's evidence"),
+             out_.c_str());
+    QVERIFY2(errSays("warning: the ledger records the side effect of payment/o-2"), err_.c_str());
     QCOMPARE(
         db_->scalar("SELECT count(*) FROM idem.transitions WHERE idempotency_key = 'pay-2' AND "
                     "to_status = 'FAILED' AND evidence ? 'override_money_moved'"),
@@ -306,15 +314,16 @@ The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (
     QCOMPARE(idemctl({"settle", "pay-3", "--to", "FAILED", "--reason", "gateway case 992",
                       "--override-debit-warning", "--db.dsn", as(operator_)}),
              0);
-    QVERIFY(errSays("--override-debit-warning is deprecated, use --override-money-moved"));
+    QVERIFY(errSays("--override-debit-warning is deprecated, use --override-side-effect"));
   }
 
   void reconcileOnceResolvesWhatTheLedgerProves() {
-    // The simulation's lost responses first: more than a round names, the rest are counted.
+    // The simulation's lost responses first (payments proven by their DEBIT, refunds by their
+    // REFUND): more than a round names, the rest are counted.
     const long long provable = db_->scalar(
         "SELECT count(*) FROM idem.records r WHERE status = 'UNKNOWN' AND EXISTS "
         "(SELECT 1 FROM idem.fund_flows f WHERE f.idempotency_key = r.idempotency_key "
-        "AND f.kind = 'DEBIT')");
+        "AND f.kind = CASE r.biz_type WHEN 'refund' THEN 'REFUND' ELSE 'DEBIT' END)");
     QVERIFY(provable > 20);
     QCOMPARE(idemctl({"reconcile", "--db.dsn", as(reconciler_)}), 0);
     QVERIFY2(outSays("resolved " + std::to_string(provable) + " record(s) to SUCCESS: ctl-"),

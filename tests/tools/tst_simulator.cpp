@@ -1,4 +1,4 @@
-// The simulator's traffic against a real database (schema contract v2): the seeds' fault test (drop
+// The simulator's traffic against a real database (schema contract v3): the seeds' fault test (drop
 // 20% of successful responses, clients retry with the same key from every source: charges : orders
 // stays exactly 1 : 1), also with an operator settling stuck records and reconcile running during
 // the run; careless clients trying every hole v2 closes, each refused, with no extra charge; a
@@ -86,6 +86,7 @@ class TestSimulator : public QObject {
   void faultTestWithOperatorAndReconcileStillChargesOncePerOrder() {
     sim::SimulationConfig c = faultTestConfig(*db_);
     c.connection.dsn = db_->dsnAs(db_->createLoginRole("agent", "idem_writer"));
+    c.ledgerConnection.dsn = db_->dsnAs(db_->createLoginRole("gateway", "idem_ledger"));
     c.operatorConnection.dsn = db_->dsnAs(db_->createLoginRole("alice", "idem_operator"));
     c.reconcilerConnection.dsn = db_->dsnAs(db_->createLoginRole("recon", "idem_reconciler"));
     c.crashRate = 0.05;
@@ -104,13 +105,17 @@ class TestSimulator : public QObject {
              (long long)s.reconciled);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator'"),
              (long long)(s.settledSuccess + s.settledFailed));
-    // Every operator decision was alice's; every money-moved decision was SUCCESS: nobody
-    // declared a charged order FAILED.
+    // Every operator decision was alice's; nobody declared FAILED a record whose side effect the
+    // ledger records.
     db_->expectNone(
         {"SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator' AND "
          "actor NOT LIKE '%alice%'",
-         "SELECT count(*) FROM idem.records r JOIN idem.money_position m USING "
-         "(biz_type, biz_id) WHERE m.money_moved AND r.status = 'FAILED'"});
+         "SELECT count(*) FROM idem.records r WHERE r.status = 'FAILED' AND "
+         "idem.side_effect_recorded(r.biz_type, r.biz_id, r.idempotency_key)"});
+    // The ledger has both of its writers: the agents' own reports and the gateway's, which alone
+    // knows about the lost responses and the crashes after the charge.
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE recorded_by = 'claimant'") > 0);
+    QVERIFY(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE recorded_by = 'ledger'") > 0);
   }
 
   // A share of careless clients tries every hole of issue 8; the database refuses each one, and
@@ -119,6 +124,7 @@ class TestSimulator : public QObject {
   void carelessClientsAreRefusedEveryHoleAndChargeNothingExtra() {
     sim::SimulationConfig c = quietConfig(*db_);
     c.connection.dsn = db_->dsnAs(db_->createLoginRole("careless", "idem_writer"));
+    c.ledgerConnection.dsn = db_->dsnAs(db_->createLoginRole("gateway", "idem_ledger"));
     c.bizTypes = {"payment"};
     c.carelessRate = 0.5;
     c.responseLossRate = 0.25;
@@ -187,6 +193,27 @@ class TestSimulator : public QObject {
     QCOMPARE(retired.refused, retired.tried);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows"), 200LL);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records"), 0LL);
+  }
+
+  // An agent paused past its lease (its downstream answers after the lease ran out and the
+  // sweeper made the record UNKNOWN meanwhile) reports its late answer at the version the server
+  // returns: every record ends SUCCESS by its own claimant, none is left for the reconciler.
+  void anAgentPausedPastItsLeaseReportsItsLateAnswer() {
+    sim::SimulationConfig c = quietConfig(*db_);
+    c.bizTypes = {"payment"};
+    c.operations = 12;
+    c.lease = std::chrono::milliseconds(100);
+    c.downstreamLatency = std::chrono::milliseconds(400);
+    c.expireLeasesEvery = std::chrono::milliseconds(20);
+    const sim::SimulationSummary s = sim::simulate(c, stop_);
+    QCOMPARE(s.errors, 0LL);
+    QCOMPARE(s.lateAnswers, 12LL);
+    QCOMPARE(s.rereads, 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'SUCCESS'"), 12LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE from_status = 'UNKNOWN' AND "
+                         "to_status = 'SUCCESS' AND actor_kind = 'system'"),
+             12LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'"), 12LL);
   }
 
   void buggyDownstreamShowsUpAsDuplicateFundFlows() {
