@@ -21,6 +21,10 @@ inline std::string fundFlowsKey(const std::string& biz, const std::string& kind)
 inline std::string duplicatesKey(const std::string& biz, const std::string& kind) {
   return "idempotency_duplicate_fund_flows_total{biz_type=\"" + biz + "\",kind=\"" + kind + "\"}";
 }
+inline std::string recordedKey(const std::string& biz, const std::string& recordedBy) {
+  return "idempotency_fund_flows_recorded_total{biz_type=\"" + biz + "\",recorded_by=\"" +
+         recordedBy + "\"}";
+}
 inline std::string transitionsKey(const std::string& from, const std::string& to,
                                   const std::string& actor) {
   return "idempotency_transitions_total{from=\"" + from + "\",to=\"" + to + "\",actor_kind=\"" +

@@ -60,6 +60,12 @@ inline Truth sqlDuplicates(const TestDatabase& db, std::int64_t after = 0) {
                        " AND duplicate_of IS NOT NULL GROUP BY 1, 2",
                    [](const pqxx::row& r) { return duplicatesKey(r[0].c_str(), r[1].c_str()); });
 }
+inline Truth sqlRecorders(const TestDatabase& db, std::int64_t after = 0) {
+  return sqlCounts(db,
+                   "SELECT biz_type, recorded_by, count(*) FROM idem.fund_flows" + idAbove(after) +
+                       " GROUP BY 1, 2",
+                   [](const pqxx::row& r) { return recordedKey(r[0].c_str(), r[1].c_str()); });
+}
 inline Truth sqlTransitions(const TestDatabase& db, std::int64_t after = 0) {
   return sqlCounts(
       db,

@@ -158,6 +158,13 @@ class TestExporterCounts : public QObject {
     compareFamily(scraped, "idempotency_fund_flows_total", sqlFundFlows());
     compareFamily(scraped, "idempotency_duplicate_fund_flows_total", sqlDuplicates());
     compareFamily(scraped, "idempotency_transitions_total", sqlTransitions());
+    // Who recorded the flows: the agents' own reports and the gateway's, both in this traffic.
+    compareFamily(scraped, "idempotency_fund_flows_recorded_total", test::sqlRecorders(*db_));
+    for (const char* by : {"claimant", "ledger"}) {
+      QVERIFY2(scalar(std::string("SELECT count(*) FROM idem.fund_flows WHERE recorded_by = '") +
+                      by + "'") > 0,
+               by);
+    }
     compareRatios(e.exporter().collect());
     // The state gauges over the same rows.
     const auto unsettled = sqlCounts(*db_,

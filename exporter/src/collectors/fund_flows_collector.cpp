@@ -10,8 +10,19 @@
 namespace idem::exporter {
 namespace {
 
-// The columns take() reads after id, created_at and biz_type.
-constexpr const char* kColumns = "kind, duplicate_of IS NOT NULL";
+// The columns take() reads after id, created_at and biz_type. The recorder is read out of the
+// row's JSON, so that the same statement reads a ledger older than the column (schema contract v2
+// and before), whose flows it counts as legacy.
+constexpr const char* kColumns =
+    "kind, duplicate_of IS NOT NULL, to_jsonb(fund_flows) ->> 'recorded_by'";
+
+std::size_t recorderCell(const pqxx::field& field) {
+  const std::string_view recorder = field.is_null() ? "legacy" : field.c_str();
+  for (std::size_t i = 0; i < fund_flows::kRecorders.size(); ++i) {
+    if (fund_flows::kRecorders[i] == recorder) return i;
+  }
+  return fund_flows::kRecorders.size() - 1;  // a value the schema does not know: not the rule's
+}
 
 }  // namespace
 
@@ -31,6 +42,7 @@ void FundFlowsCollector::take(const pqxx::row& row, RowOrigin origin) {
     const std::size_t k = cellOf(*kind);
     ++cells->flows[k];
     if (duplicate) ++cells->duplicates[k];
+    ++cells->recorded[recorderCell(row[5])];
   }
   const double createdAt = row[1].as<double>();
   window().add(createdAt, kAll);
@@ -52,6 +64,11 @@ void FundFlowsCollector::collect(std::vector<prometheus::MetricFamily>& out) con
                           "of the same business object and kind, as of the last collection; NaN "
                           "without fund flows.",
                           prometheus::MetricType::Gauge);
+  auto recorded = makeFamily("idempotency_fund_flows_recorded_total",
+                             "Fund flows by who recorded them since the exporter started, as of "
+                             "the last collection: the claimant with its claim token, the "
+                             "gateway's side (idem_ledger), or legacy (before schema contract v3).",
+                             prometheus::MetricType::Counter);
   const Snapshot published = snapshot();
   for (const auto& [biz, cells] : published.byBizType) {
     for (FundFlowKind k : allValues<FundFlowKind>()) {
@@ -59,11 +76,17 @@ void FundFlowsCollector::collect(std::vector<prometheus::MetricFamily>& out) con
       addSample(flows, labels, static_cast<double>(cells.flows[cellOf(k)]));
       addSample(duplicates, labels, static_cast<double>(cells.duplicates[cellOf(k)]));
     }
+    for (std::size_t r = 0; r < fund_flows::kRecorders.size(); ++r) {
+      addSample(recorded,
+                {{"biz_type", biz}, {"recorded_by", std::string(fund_flows::kRecorders[r])}},
+                static_cast<double>(cells.recorded[r]));
+    }
   }
   addSample(ratio, {}, published.shares[fund_flows::kDuplicates]);
   out.push_back(std::move(flows));
   out.push_back(std::move(duplicates));
   out.push_back(std::move(ratio));
+  out.push_back(std::move(recorded));
 }
 
 // The fund flows collector joins the registry (registry.hpp).
