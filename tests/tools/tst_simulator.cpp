@@ -4,7 +4,9 @@
 // the run; careless clients trying every hole v2 closes, each refused, with no extra charge; a
 // re-run after retention answered `retired`; the buggy downstream showing up as duplicate fund
 // flows, every case of the product produced, and the same seed planning the same traffic.
+#include <QTemporaryDir>
 #include <QtTest>
+#include <map>
 
 #include "idem/database_error.hpp"
 #include "plan.hpp"
@@ -77,6 +79,72 @@ class TestSimulator : public QObject {
             1000);
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'UNKNOWN'"),
              s.responsesLost - s.unknownResolvedByCallback);
+  }
+
+  // The seeds' fault test for refunds, payouts and coupons too: 20% of responses dropped, every
+  // layer retrying, an operator and the reconciler deciding what is stuck. Side effects to
+  // operations 1 : 1 for each type, counted from the downstream's own records (a coupon leaves no
+  // ledger line), and the ledger holds each refund's REFUND and each payout's CREDIT once.
+  void droppedResponsesRunEachRefundPayoutAndCouponOnce() {
+    sim::SimulationConfig c = faultTestConfig(*db_);
+    c.bizTypes = {"refund", "payout", "coupon"};
+    c.operations = 900;
+    c.operatorConnection.dsn = db_->dsnAs(db_->createLoginRole("olga", "idem_operator"));
+    c.reconcilerConnection.dsn = db_->dsnAs(db_->createLoginRole("rita", "idem_reconciler"));
+    c.settleEvery = std::chrono::milliseconds(50);
+    c.reconcileEvery = std::chrono::milliseconds(80);
+    c.lease = std::chrono::milliseconds(500);
+    c.expireLeasesEvery = std::chrono::milliseconds(100);
+    c.crashRate = 0.03;
+    QTemporaryDir dir;
+    c.downstreamJournal = dir.filePath("downstream.tsv").toStdString();
+    const sim::SimulationSummary s = sim::simulate(c, stop_);
+    QCOMPARE(s.errors, 0LL);
+    QVERIFY2(s.responsesLost > 120, "about 20% of responses were dropped");
+
+    std::map<std::string, int> effects;  // key -> executions the downstream made
+    std::map<std::string, int> byType;
+    QFile journal(QString::fromStdString(c.downstreamJournal));
+    QVERIFY(journal.open(QIODevice::ReadOnly | QIODevice::Text));
+    while (!journal.atEnd()) {
+      const QList<QByteArray> f = journal.readLine().trimmed().split('\t');
+      QCOMPARE(f.size(), 7);
+      ++effects[f[0].toStdString()];
+      ++byType[f[1].toStdString()];
+    }
+    for (const auto& [key, n] : effects) QVERIFY2(n == 1, key.c_str());
+    for (const char* type : {"refund", "payout", "coupon"}) QVERIFY2(byType[type] > 100, type);
+    // A SUCCESS record's side effect happened once, a FAILED one's never (a crash before the
+    // downstream call, settled FAILED by the operator who asked the downstream).
+    auto c2 = db_->connect();
+    pqxx::nontransaction tx(*c2);
+    int success = 0, failed = 0;
+    for (const pqxx::row& r :
+         tx.exec("SELECT idempotency_key, status FROM idem.records WHERE status IN ('SUCCESS', "
+                 "'FAILED')")) {
+      const std::string key = r[0].c_str();
+      const int n = effects.contains(key) ? effects.at(key) : 0;
+      if (std::string(r[1].c_str()) == "SUCCESS") {
+        ++success;
+        QVERIFY2(n == 1, key.c_str());
+      } else {
+        ++failed;
+        QVERIFY2(n == 0, key.c_str());
+      }
+    }
+    QVERIFY(success > 800 && failed > 0);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM (SELECT idempotency_key FROM idem.attempts WHERE "
+                         "outcome = 'executed' GROUP BY 1 HAVING count(*) > 1) x"),
+             0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind IN ('REFUND', 'CREDIT')"),
+             (long long)(byType["refund"] + byType["payout"]));
+    db_->expectNone(
+        {"SELECT count(*) FROM (SELECT biz_id FROM idem.fund_flows GROUP BY biz_id HAVING "
+         "count(*) <> 1) x",
+         "SELECT count(*) FROM idem.records r WHERE r.status = 'FAILED' AND "
+         "idem.side_effect_recorded(r.biz_type, r.biz_id, r.idempotency_key)"});
+    // The people decided: coupons by asking the coupon system, refunds and payouts by the ledger.
+    QVERIFY(s.settledSuccess + s.reconciled > 0);
   }
 
   // The fault test with the people and the cron jobs of a deployment running during it, each
