@@ -32,6 +32,10 @@ ALTER TABLE idem.fund_flows
     CHECK (recorded_by IN ('claimant', 'ledger', 'legacy')) NOT VALID;
 -- From now on every writer names itself (only the protocol functions insert).
 ALTER TABLE idem.fund_flows ALTER COLUMN recorded_by DROP DEFAULT;
+-- An amount a currency can hold: the bound idem.record_fund_flow checks, kept by the table for
+-- every other path; a legacy line beyond it stays (NOT VALID), and the money questions total it.
+ALTER TABLE idem.fund_flows
+    ADD CONSTRAINT fund_flows_amount_bounded CHECK (amount_minor <= 999999999999999) NOT VALID;
 
 COMMENT ON COLUMN idem.fund_flows.recorded_by IS
     'Who recorded the flow: claimant (the holder of the key''s claim token, reporting its own side effect), ledger (the gateway''s side: callbacks, statements, lookups, through idem_ledger), legacy (recorded before schema contract v3).';
@@ -241,6 +245,49 @@ $$;
 COMMENT ON FUNCTION idem.declare_business_type(text, text[], text[], text) IS
     'Declares (or redeclares) what proves a business type''s side effect: effect kinds, reversal kinds, a description. Run by the schema''s owner; takes effect for every guard at once.';
 
+-- A reason a person can read: at least one letter or digit of a script people write (Latin, Greek,
+-- Cyrillic, Armenian, Hebrew, Arabic, the Indic and Thai scripts, Georgian, Hangul, Kana, CJK
+-- ideographs, full-width Latin), whatever the database's locale. Invisible characters that look
+-- like text to a blank check (U+2800 braille blank, U+3164 and U+115F/U+1160 Hangul fillers,
+-- U+200E marks, U+00AD soft hyphen, U+2061 invisible operators) are not among them.
+CREATE FUNCTION idem.has_visible_text(p_text text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(p_text ~ '[0-9A-Za-z\u00AA\u00B5\u00BA\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02AF\u0370-\u03FF\u0400-\u052F\u0531-\u0556\u0561-\u0587\u05D0-\u05EA\u0620-\u064A\u0660-\u0669\u06F0-\u06F9\u0904-\u0939\u0966-\u096F\u0985-\u09B9\u0E01-\u0E30\u0E50-\u0E59\u10A0-\u10FF\u1100-\u115E\u1161-\u11FF\u1E00-\u1FFF\u3041-\u3096\u30A1-\u30FA\u3400-\u4DBF\u4E00-\u9FFF\uAC00-\uD7A3\uF900-\uFAFF\uFF10-\uFF19\uFF21-\uFF3A\uFF41-\uFF5A\U00020000-\U0002FA1F]', false)
+$$;
+
+COMMENT ON FUNCTION idem.has_visible_text(text) IS
+    'Holds at least one letter or digit of a written script (not only spaces, marks, fillers or invisible characters): what a decision''s reason needs.';
+
+-- The bounds of a decision (settle, resolve), checked before anything changes; 22023 naming the
+-- field and the limit. A reason must say something a person can read.
+CREATE OR REPLACE FUNCTION idem.check_decision(p_what text, p_to_status text, p_reason text,
+                                               p_evidence jsonb)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+AS $$
+BEGIN
+    IF p_to_status IS NULL OR p_to_status NOT IN ('SUCCESS', 'FAILED') THEN
+        RAISE EXCEPTION '% moves a record to SUCCESS or FAILED, not %', p_what,
+            coalesce(quote_literal(p_to_status), 'NULL')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF NOT idem.has_visible_text(p_reason) THEN
+        RAISE EXCEPTION '% needs a reason with at least one visible letter or digit: say what evidence the decision rests on',
+            p_what USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF char_length(p_reason) > 2000 THEN
+        RAISE EXCEPTION '% reason must be at most 2000 characters, got %', p_what, char_length(p_reason)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_evidence IS NOT NULL AND octet_length(p_evidence::text) > 65536 THEN
+        RAISE EXCEPTION '% evidence must be at most 64 KiB (65536 bytes of JSON text), got % bytes',
+            p_what, octet_length(p_evidence::text)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+
 -- The records trigger: the money rule of version 2 becomes the side-effect rule.
 CREATE OR REPLACE FUNCTION idem.records_guard() RETURNS trigger
 LANGUAGE plpgsql
@@ -315,8 +362,9 @@ BEGIN
                 OLD.idempotency_key, OLD.lease_expires_at
                 USING ERRCODE = 'check_violation', CONSTRAINT = 'records_lease_active';
         END IF;
-        IF idem.is_blank(v_reason) THEN
-            RAISE EXCEPTION 'record %: a % decision needs a reason', OLD.idempotency_key, v_kind
+        IF NOT idem.has_visible_text(v_reason) THEN
+            RAISE EXCEPTION 'record %: a % decision needs a reason with a visible letter or digit',
+                OLD.idempotency_key, v_kind
                 USING ERRCODE = 'check_violation', CONSTRAINT = 'records_decision_has_reason';
         END IF;
         IF v_kind = 'reconciler'
@@ -512,8 +560,8 @@ BEGIN
         RAISE EXCEPTION 'currency must be three capital letters (ISO 4217), got %',
             coalesce(quote_literal(left(p_currency, 40)), 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_amount_minor IS NULL OR p_amount_minor < 0 THEN
-        RAISE EXCEPTION 'amount_minor must be a non-negative number of minor units, got %',
+    IF p_amount_minor IS NULL OR p_amount_minor < 0 OR p_amount_minor > 999999999999999 THEN
+        RAISE EXCEPTION 'amount_minor must be 0 to 999999999999999 minor units (ten trillion in a two-decimal currency), got %',
             coalesce(p_amount_minor::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_biz_type IS NULL OR char_length(p_biz_type) NOT BETWEEN 1 AND 64 OR p_biz_type ~ '[^A-Za-z0-9_.-]' THEN
@@ -542,6 +590,10 @@ COMMENT ON FUNCTION idem.check_fund_flow(text, text, text, bigint, text, text) I
 -- Writes one flow, after the checks: the same external_ref twice returns the first row and writes
 -- nothing; a different external_ref for a business object and kind that has a flow is recorded as
 -- a duplicate of the first. Not granted to anyone: the two record_fund_flow forms call it.
+-- A line already recorded is found by a read before any insert, so a repeated or refused call
+-- takes no id from the sequence: an id taken without a row is a gap the exporter must track, and a
+-- writer repeating a line must not be able to flood it. Only two callers racing on one new line or
+-- one new first flow still take an id each, once.
 CREATE FUNCTION idem.write_fund_flow(p_biz_type text, p_biz_id text, p_kind text,
                                      p_amount_minor bigint, p_currency text, p_external_ref text,
                                      p_idempotency_key text, p_recorded_by text,
@@ -554,44 +606,29 @@ DECLARE
     v_first bigint;
 BEGIN
     FOR round IN 1..5 LOOP
-        -- Try to be the first flow of this business object and kind; the partial unique index
-        -- (and the external_ref one) arbitrate between concurrent inserts.
-        INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, external_ref,
-                                     idempotency_key, duplicate_of, recorded_by, recorded_login)
-        VALUES (p_biz_type, p_biz_id, p_kind, p_amount_minor, p_currency, p_external_ref,
-                p_idempotency_key, NULL, p_recorded_by, session_user)
-        ON CONFLICT DO NOTHING
-        RETURNING id INTO flow_id;
-        IF FOUND THEN
-            is_duplicate := false; already_recorded := false;
-            RETURN;
-        END IF;
-
         SELECT f.id, f.duplicate_of IS NOT NULL INTO flow_id, is_duplicate
           FROM idem.fund_flows AS f WHERE f.external_ref = p_external_ref;
         IF FOUND THEN
             already_recorded := true;
             RETURN;
         END IF;
-
         SELECT f.id INTO v_first
           FROM idem.fund_flows AS f
          WHERE f.biz_type = p_biz_type AND f.biz_id = p_biz_id AND f.kind = p_kind
            AND f.duplicate_of IS NULL;
+        -- The first flow of this business object and kind, or a duplicate of the first: the
+        -- partial unique index (and the external_ref one) arbitrate between concurrent inserts.
+        INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, external_ref,
+                                     idempotency_key, duplicate_of, recorded_by, recorded_login)
+        VALUES (p_biz_type, p_biz_id, p_kind, p_amount_minor, p_currency, p_external_ref,
+                p_idempotency_key, v_first, p_recorded_by, session_user)
+        ON CONFLICT DO NOTHING
+        RETURNING id INTO flow_id;
         IF FOUND THEN
-            INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency,
-                                         external_ref, idempotency_key, duplicate_of,
-                                         recorded_by, recorded_login)
-            VALUES (p_biz_type, p_biz_id, p_kind, p_amount_minor, p_currency, p_external_ref,
-                    p_idempotency_key, v_first, p_recorded_by, session_user)
-            ON CONFLICT DO NOTHING
-            RETURNING id INTO flow_id;
-            IF FOUND THEN
-                is_duplicate := true; already_recorded := false;
-                RETURN;
-            END IF;
+            is_duplicate := v_first IS NOT NULL; already_recorded := false;
+            RETURN;
         END IF;
-        -- The same external_ref arrived concurrently, or the first flow vanished: look again.
+        -- The same external_ref, or a first flow, arrived concurrently: look again.
     END LOOP;
     RAISE EXCEPTION 'idem.record_fund_flow(%): the ledger kept changing under concurrent callers; retry',
         p_external_ref USING ERRCODE = 'serialization_failure';
@@ -713,6 +750,7 @@ DECLARE
     v_ctx        text;
     v_fast       boolean;
     v_snapshot   boolean;
+    v_lease_end  timestamptz;
 BEGIN
     IF p_key IS NULL OR char_length(p_key) NOT BETWEEN 1 AND 255 THEN
         RAISE EXCEPTION 'idempotency key must be 1 to 255 characters, got %',
@@ -750,6 +788,16 @@ BEGIN
             coalesce(p_lease::text, 'NULL')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Each is stored and indexed (a B-tree entry is at most about 2.7 kB): bounded with a clear
+    -- error, never an index's internal one.
+    IF char_length(p_request_hash) > 255 OR char_length(p_agent_id) > 255
+       OR char_length(p_trace_id) > 255 THEN
+        RAISE EXCEPTION '% must be at most 255 characters, got %',
+            CASE WHEN char_length(p_request_hash) > 255 THEN 'request_hash'
+                 WHEN char_length(p_agent_id) > 255 THEN 'agent_id' ELSE 'trace_id' END,
+            greatest(char_length(p_request_hash), char_length(p_agent_id), char_length(p_trace_id))
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     v_hash := coalesce(p_request_hash,
                        encode(sha256(convert_to(p_request_payload::text, 'UTF8')), 'hex'));
     IF v_hash IS NULL THEN
@@ -757,6 +805,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    -- The lease runs from this call, not from its transaction's start: a claim made late in a long
+    -- transaction still gets the whole lease.
+    v_lease_end := clock_timestamp() + p_lease;
     v_token := gen_random_uuid();
     v_token_hash := idem.token_hash(v_token);
     -- The trigger admits an INSERT only under this mark (idem.records_guard). An assignment,
@@ -790,7 +841,7 @@ BEGIN
                 INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash,
                                           status, lease_expires_at, request_payload,
                                           claim_token_hash)
-                SELECT p_key, p_biz_type, p_biz_id, p_tool, v_hash, 'PROCESSING', now() + p_lease,
+                SELECT p_key, p_biz_type, p_biz_id, p_tool, v_hash, 'PROCESSING', v_lease_end,
                        p_request_payload, v_token_hash
                  WHERE NOT EXISTS (SELECT 1 FROM idem.retired_keys AS t
                                     WHERE t.idempotency_key = p_key)
@@ -819,7 +870,7 @@ BEGIN
             WITH claimed AS (
                 INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status,
                                           lease_expires_at, request_payload, claim_token_hash)
-                VALUES (p_key, p_biz_type, p_biz_id, p_tool, v_hash, 'PROCESSING', now() + p_lease,
+                VALUES (p_key, p_biz_type, p_biz_id, p_tool, v_hash, 'PROCESSING', v_lease_end,
                         p_request_payload, v_token_hash)
                 ON CONFLICT DO NOTHING
                 RETURNING created_at),
@@ -920,7 +971,7 @@ BEGIN
                 v_ctx := idem.act('system', 'retried after FAILED (' || p_trigger_source || ')', '');
                 BEGIN
                     UPDATE idem.records AS r
-                       SET status = 'PROCESSING', lease_expires_at = now() + p_lease,
+                       SET status = 'PROCESSING', lease_expires_at = v_lease_end,
                            response_payload = NULL, attempt_count = r.attempt_count + 1,
                            request_payload = coalesce(p_request_payload, r.request_payload),
                            claim_token_hash = v_token_hash, retry_allowed = false
@@ -966,6 +1017,131 @@ $$;
 COMMENT ON FUNCTION idem.begin(text, text, text, text, text, text, jsonb, interval, text, text) IS
     'Claim an idempotency key (schema contract v3). outcome executed: you own the record; call downstream, then complete/fail/mark_unknown with the returned version and claim_token (returned only here; only its SHA-256 is stored). replayed: the outcome is final; status SUCCESS with response_payload the stored answer, or status FAILED (a final failure) with response_payload {"error": <the record''s last_error>}. in_progress: PROCESSING or UNKNOWN, do not call downstream. payload_mismatch: the key was used for a different request. rejected: the business object succeeded, is in flight under another key, or the ledger records its side effect. retired: the key was used and retention removed its record (status: what it was); do not execute. The same answers at every isolation level. Bounds: key 1..255, biz_type 1..64 of [A-Za-z0-9_.-], biz_id 1..255, tool 1..128, lease at most 24 hours (22023 otherwise).';
 
+-- The money questions total under any ledger: their sums are numeric, never bigint that two large
+-- amounts overflow ("bigint out of range" froze the exporter's money gauges and the console's
+-- money tabs), and a total is reported within bigint's range, at its bound beyond it (which
+-- takes over nine thousand flows of the largest amount on one business object). Signatures,
+-- columns and grants are as in 013.
+CREATE FUNCTION idem.minor_total(p_total numeric) RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT least(greatest(p_total, -9223372036854775808), 9223372036854775807)::bigint $$;
+
+COMMENT ON FUNCTION idem.minor_total(numeric) IS
+    'A total of minor units as the money questions report it: the sum, within bigint''s range (at its bound beyond it).';
+
+CREATE OR REPLACE FUNCTION idem.money_moved_without_success(
+    p_biz_types text[], p_window interval, p_grace interval)
+RETURNS TABLE (
+    biz_type text, biz_id text,
+    first_charge_id bigint, first_charge_at timestamptz, first_charge_ref text,
+    charges bigint, charged_minor bigint, currency text,
+    record_key text, record_status text, record_version integer,
+    record_lease_expires_at timestamptz)
+LANGUAGE plpgsql STABLE SET jit = off SET max_parallel_workers_per_gather = 0
+AS $$ BEGIN RETURN QUERY
+    SELECT u.biz_type::text, u.biz_id::text, c.id::bigint, c.created_at::timestamptz,
+           c.ref::text, c.charges::bigint, idem.minor_total(c.total), c.currency::text, r.key::text,
+           r.status::text, r.version::integer, r.lease_expires_at::timestamptz
+      FROM (SELECT DISTINCT w.biz_type, w.biz_id
+              FROM (SELECT f.biz_type::text AS biz_type, f.biz_id::text AS biz_id
+                      FROM idem.fund_flows AS f
+                     WHERE f.kind IN ('DEBIT', 'CAPTURE')
+                       AND f.biz_type = ANY(p_biz_types)
+                       AND f.created_at >= now() - p_window
+                       AND f.created_at < now() - p_grace) AS w
+              LEFT JOIN (SELECT p.biz_type::text AS biz_type, p.biz_id::text AS biz_id
+                           FROM idem.records AS p
+                          WHERE p.updated_at >= now() - p_window - interval '1 hour'
+                            AND p.status = 'SUCCESS') AS paid
+                     ON paid.biz_type = w.biz_type AND paid.biz_id = w.biz_id
+             WHERE paid.biz_id IS NULL
+            OFFSET 0) AS u
+     -- Its first charge by id, with the count of its charges and their total in that one's
+     -- currency (window aggregates run before the LIMIT), and its most recently updated record.
+     CROSS JOIN LATERAL (SELECT f.id, f.created_at, f.external_ref::text AS ref,
+                                f.currency::text AS currency, count(*) OVER () AS charges,
+                                sum(f.amount_minor::numeric) OVER (PARTITION BY f.currency) AS total
+                           FROM idem.fund_flows AS f
+                          WHERE f.kind IN ('DEBIT', 'CAPTURE')
+                            AND f.biz_type = u.biz_type AND f.biz_id = u.biz_id
+                          ORDER BY f.id
+                          LIMIT 1) AS c
+      LEFT JOIN LATERAL (SELECT l.idempotency_key::text AS key, l.status::text AS status, l.version,
+                                l.lease_expires_at
+                           FROM idem.records AS l
+                          WHERE l.biz_type = u.biz_type AND (l.biz_id COLLATE "C") = u.biz_id
+                          ORDER BY l.updated_at DESC, l.idempotency_key DESC
+                          LIMIT 1) AS r ON true
+     -- Two probes kept as subplans by their OFFSET 0 (see 012): a SUCCESS record, a SUCCESS tombstone.
+     WHERE NOT EXISTS (SELECT FROM idem.records AS x
+                        WHERE x.status = 'SUCCESS' AND x.biz_type = u.biz_type
+                          AND x.biz_id = u.biz_id OFFSET 0)
+       AND NOT EXISTS (SELECT FROM idem.retired_keys AS t
+                        WHERE t.status = 'SUCCESS' AND t.biz_type = u.biz_type
+                          AND t.biz_id = u.biz_id OFFSET 0);
+END
+$$;
+
+CREATE OR REPLACE FUNCTION idem.overcharged_objects(
+    p_biz_types text[], p_window interval)
+RETURNS TABLE (
+    biz_type text, biz_id text, currency text,
+    charges bigint, charged_minor bigint, refunded_minor bigint, owed_minor bigint,
+    flow_ids bigint[], idempotency_keys text[], agent_ids text[],
+    first_charge_at timestamptz, last_flow_at timestamptz)
+LANGUAGE plpgsql STABLE SET jit = off SET max_parallel_workers_per_gather = 0
+AS $$ BEGIN RETURN QUERY
+    SELECT t.biz_type::text, t.biz_id::text, t.currency::text, t.charges::bigint,
+           idem.minor_total(t.charged), idem.minor_total(t.refunded),
+           idem.minor_total(t.beyond_first - t.refunded),
+           t.flow_ids::bigint[], t.keys::text[],
+           coalesce((SELECT array_agg(DISTINCT a.agent_id ORDER BY a.agent_id)
+                       FROM idem.attempts a
+                      WHERE a.idempotency_key = ANY(t.keys) AND a.agent_id IS NOT NULL), '{}'),
+           t.first_at::timestamptz, t.last_at::timestamptz
+      FROM (SELECT g.biz_type, g.biz_id, g.currency,
+                   count(*) FILTER (WHERE g.charge) AS charges,
+                   coalesce(sum(g.amount_minor) FILTER (WHERE g.charge), 0) AS charged,
+                   coalesce(sum(g.amount_minor) FILTER (WHERE g.kind = 'REFUND'), 0) AS refunded,
+                   coalesce(sum(g.amount_minor) FILTER (WHERE g.charge AND g.id <> g.first_id),
+                            0) AS beyond_first,
+                   array_agg(g.id ORDER BY g.id) FILTER (WHERE g.charge) AS flow_ids,
+                   coalesce(array_agg(DISTINCT g.idempotency_key)
+                                FILTER (WHERE g.charge AND g.idempotency_key IS NOT NULL),
+                            '{}') AS keys,
+                   min(g.first_at) AS first_at,
+                   max(g.created_at) FILTER (WHERE g.charge OR g.kind = 'REFUND') AS last_at,
+                   bool_or(g.latest_charge_at >= now() - p_window) AS charged_in_window
+              FROM (SELECT f.biz_type::text AS biz_type, f.biz_id::text AS biz_id,
+                           f.currency::text AS currency, f.kind::text AS kind, f.id,
+                           f.amount_minor::numeric AS amount_minor,
+                           f.idempotency_key::text AS idempotency_key, f.created_at,
+                           f.kind IN ('DEBIT', 'CAPTURE') AS charge,
+                           first_value(f.id) OVER o AS first_id,
+                           first_value(f.created_at) OVER o AS first_at,
+                           max(f.created_at) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE'))
+                               OVER (PARTITION BY f.biz_type, f.biz_id) AS latest_charge_at
+                      FROM idem.charged_objects AS co
+                      JOIN idem.fund_flows AS f
+                        ON f.biz_type = co.biz_type AND f.biz_id = co.biz_id
+                     WHERE co.charges > 1
+                       AND co.last_charge_at >= now() - p_window
+                       AND co.biz_type = ANY(p_biz_types)
+                    WINDOW o AS (PARTITION BY f.biz_type, f.biz_id
+                                 ORDER BY f.kind IN ('DEBIT', 'CAPTURE') DESC, f.id
+                                 ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)) AS g
+             GROUP BY g.biz_type, g.biz_id, g.currency) AS t
+     WHERE t.beyond_first - t.refunded > 0
+       AND t.charged_in_window;
+END
+$$;
+
+-- Retention waits for the claims in flight (retention's lock, their records' rows) at most this
+-- long, then stops with lock_not_available (55P03) and changes nothing: a writer that holds its
+-- transaction open after begin cannot make purge wait for ever. idemctl purge names the sessions
+-- it waited for.
+ALTER FUNCTION idem.purge(interval) SET lock_timeout = '10s';
+
 -- Ownership and grants, as 009 requires of every later object: owned by idem_owner, nothing for
 -- PUBLIC, exactly the contract's table (shared/src/migrations.cpp, expectedFunctionGrants).
 DO $$
@@ -992,6 +1168,8 @@ ALTER FUNCTION idem.declare_business_type(text, text[], text[], text) OWNER TO i
 ALTER FUNCTION idem.check_fund_flow(text, text, text, bigint, text, text) OWNER TO idem_owner;
 ALTER FUNCTION idem.write_fund_flow(text, text, text, bigint, text, text, text, text) OWNER TO idem_owner;
 ALTER FUNCTION idem.record_fund_flow(text, text, text, bigint, text, text, text, uuid) OWNER TO idem_owner;
+ALTER FUNCTION idem.has_visible_text(text) OWNER TO idem_owner;
+ALTER FUNCTION idem.minor_total(numeric) OWNER TO idem_owner;
 
 REVOKE ALL ON FUNCTION
     idem.touch_ledger_object(text, text),
@@ -1002,7 +1180,9 @@ REVOKE ALL ON FUNCTION
     idem.declare_business_type(text, text[], text[], text),
     idem.check_fund_flow(text, text, text, bigint, text, text),
     idem.write_fund_flow(text, text, text, bigint, text, text, text, text),
-    idem.record_fund_flow(text, text, text, bigint, text, text, text, uuid)
+    idem.record_fund_flow(text, text, text, bigint, text, text, text, uuid),
+    idem.has_visible_text(text),
+    idem.minor_total(numeric)
 FROM PUBLIC;
 
 GRANT USAGE ON SCHEMA idem TO idem_ledger;
@@ -1024,3 +1204,5 @@ GRANT EXECUTE ON FUNCTION
     idem.side_effect_recorded(text, text, text),
     idem.side_effect_of(text)
 TO idem_reader, idem_operator, idem_reconciler;
+-- The money questions run as their caller, and total through idem.minor_total.
+GRANT EXECUTE ON FUNCTION idem.minor_total(numeric) TO idem_reader, idem_operator;

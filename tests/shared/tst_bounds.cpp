@@ -99,6 +99,31 @@ class TestBounds : public QObject {
     accepted(begin("'kb'", "'payment'", "repeat('o', 255)", "'pay'"));
   }
 
+  // Stored and indexed, each is bounded with a clear 22023, not an index's internal error (above
+  // about 2.7 kB) nor a 20 MB row.
+  void requestHashAgentAndTraceIdsAreAtMost255Characters() {
+    const std::string head = "SELECT * FROM idem.begin('kx', 'payment', 'ox', 'pay', ";
+    refused(head + "repeat('h', 256), 'initial', '{}')", "request_hash must be at most 255");
+    refused(head + "repeat('h', 20 * 1024 * 1024), 'initial', '{}')",
+            "request_hash must be at most 255");
+    refused(head + "NULL, 'initial', '{}', '30 s', repeat('a', 2800))",
+            "agent_id must be at most 255 characters, got 2800");
+    refused(head + "NULL, 'initial', '{}', '30 s', NULL, repeat('t', 3000))",
+            "trace_id must be at most 255 characters, got 3000");
+    accepted(head +
+             "repeat('h', 255), 'initial', '{}', '30 s', repeat('a', 255), "
+             "repeat('t', 255))");
+  }
+
+  // An amount a currency can hold: at most 10^15 - 1 minor units, so no two flows overflow a sum.
+  void amountsAreBoundedToWhatACurrencyHolds() {
+    const std::string head = "SELECT * FROM idem.record_fund_flow('payment', 'oa', 'DEBIT', ";
+    refused(head + "9223372036854775807, 'CNY', 'gw-max')", "amount_minor must be 0 to");
+    refused(head + "1000000000000000, 'CNY', 'gw-big')", "amount_minor must be 0 to");
+    refused(head + "-1, 'CNY', 'gw-neg')", "amount_minor must be 0 to");
+    accepted(head + "999999999999999, 'CNY', 'gw-ok')");
+  }
+
   void leaseIsAtMost24Hours() {
     refused(begin("'k'", "'payment'", "'o'", "'pay'", "0 seconds"),
             "lease must be a positive interval of at most 24 hours");
@@ -109,16 +134,28 @@ class TestBounds : public QObject {
   }
 
   // Blank: empty or whitespace of any kind, tabs, newlines and the Unicode spaces included.
+  // A reason holds at least one visible letter or digit: not blank, and not made of characters
+  // that only look like text to a blank check (braille blank, Hangul fillers, direction marks,
+  // the soft hyphen, invisible operators) or of symbols alone.
   void reasonIsNotBlank() {
     for (const char* blank :
          {"''", "NULL", "'   '", "E'\\t\\n\\r\\f\\x0b'", "E'\\u00a0'", "E'\\u2003\\u2009'",
           "E'\\u200b\\u2060\\ufeff'", "E'\\u3000\\u205f\\u202f'", "E'\\u1680\\u180e\\u0085'",
-          "E'\\u2028\\u2029'"}) {
+          "E'\\u2028\\u2029'", "E'\\u2800\\u3164\\u200e\\u00ad\\u2061'", "E'\\u115f\\u1160\\uffa0'",
+          "'---'", "'€€€'"}) {
       refused(std::string("SELECT * FROM idem.settle('u', 2, 'SUCCESS', ") + blank + ")",
               "settle needs a reason");
       refused(
           std::string("SELECT * FROM idem.resolve('u', 2, 'SUCCESS', ") + blank + ", '{\"e\": 1}')",
           "resolve needs a reason");
+    }
+  }
+
+  void aReasonInAnyWrittenScriptIsAReason() {
+    for (const char* reason :
+         {"'网关确认未扣款'", "'Überweisung storniert'", "'返金済み'", "'환불 완료'", "'5'"}) {
+      QCOMPARE(text(std::string("SELECT idem.has_visible_text(") + reason + ")::text"),
+               std::string("true"));
     }
   }
 
@@ -167,7 +204,8 @@ class TestBounds : public QObject {
   // At the limits a decision goes through.
   void atTheLimitsTheDecisionIsMade() {
     accepted(
-        "SELECT * FROM idem.settle('u', 2, 'SUCCESS', repeat('€', 2000), jsonb_build_object('b', "
+        "SELECT * FROM idem.settle('u', 2, 'SUCCESS', 'a' || repeat('€', 1999), "
+        "jsonb_build_object('b', "
         "repeat('x', 65536 - 9)))");
     QCOMPARE(text("SELECT status FROM idem.records WHERE idempotency_key = 'u'"),
              std::string("SUCCESS"));
