@@ -9,9 +9,11 @@
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <thread>
 
 #include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
+#include "idem/lock_holders.hpp"
 
 namespace idem {
 namespace {
@@ -140,6 +142,8 @@ const std::vector<FunctionGrant>& expectedFunctionGrants() {
       {"idem.side_effect_of(text)", "idem_reader", kContractV3Migration},
       {"idem.side_effect_of(text)", "idem_operator", kContractV3Migration},
       {"idem.side_effect_of(text)", "idem_reconciler", kContractV3Migration},
+      {"idem.minor_total(numeric)", "idem_reader", kContractV3Migration},
+      {"idem.minor_total(numeric)", "idem_operator", kContractV3Migration},
   };
   return grants;
 }
@@ -210,11 +214,52 @@ bool isEarlierText(int version, std::string_view checksum) {
 
 }  // namespace
 
+namespace {
+
+MigrationReport migrateOnce(pqxx::connection& connection, const std::vector<Migration>& migrations,
+                            const MigrateOptions& options);
+
+}  // namespace
+
 MigrationReport migrate(pqxx::connection& connection, const std::vector<Migration>& migrations,
                         const MigrateOptions& options) {
+  const auto deadline = std::chrono::steady_clock::now() + options.lockWait;
+  auto pause = std::chrono::milliseconds(250);
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return migrateOnce(connection, migrations, options);
+    } catch (const DatabaseError& e) {
+      if (e.sqlstate() != "55P03") throw;  // lock_not_available: lock_timeout ran out
+      const std::string holders = describeLockHolders(connection);
+      const auto now = std::chrono::steady_clock::now();
+      if (now + pause >= deadline) {
+        throw MigrationError(
+            "migrate: gave up after " + std::to_string(attempt) +
+            " attempts: a lock the migration needs stayed held by " + holders +
+            "; nothing was applied. End that transaction (or wait for it) and migrate again");
+      }
+      if (options.onWait) {
+        options.onWait("migrate: attempt " + std::to_string(attempt) + " waited " +
+                       std::to_string(options.lockTimeout.count()) + " ms for a lock held by " +
+                       holders + "; nothing applied, trying again in " +
+                       std::to_string(pause.count()) + " ms");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(10'000));
+    }
+  }
+}
+
+namespace {
+
+MigrationReport migrateOnce(pqxx::connection& connection, const std::vector<Migration>& migrations,
+                            const MigrateOptions& options) {
   return translatingErrors("migrate", [&] {
     MigrationReport report;
     Work tx(connection);
+    // For this transaction alone: every lock it asks for (the advisory one, each ALTER's) is
+    // given up after lockTimeout, so the writers queued behind its request wait no longer.
+    tx.exec("SET LOCAL lock_timeout = " + std::to_string(options.lockTimeout.count()));
     tx.exec(kLock);
     tx.exec(kBootstrap);
 
@@ -283,5 +328,7 @@ MigrationReport migrate(pqxx::connection& connection, const std::vector<Migratio
     return report;
   });
 }
+
+}  // namespace
 
 }  // namespace idem

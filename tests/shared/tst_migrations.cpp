@@ -2,10 +2,14 @@
 // migration whose text changed is refused, a database newer than the program is refused, and a run
 // can stop at a version (a version-1 database for the upgrade tests, tst_upgrade).
 #include <QtTest>
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "idem/migrations.hpp"
+#include "idem/protocol_client.hpp"
 #include "test_database.hpp"
+#include "test_requests.hpp"
 
 using namespace idem;
 
@@ -157,6 +161,64 @@ class TestMigrations : public QObject {
     migrations.push_back({900, "900_future.sql", "SELECT 1;"});
     migrate(*c, migrations);
     QVERIFY_THROWS_EXCEPTION(MigrationError, migrate(*c, bundledMigrations()));
+  }
+
+  // An idle reader's open transaction holds a lock a migration needs. migrate waits for it at
+  // most --lock-timeout per attempt, so an agent's begin queued behind migrate's lock request is
+  // answered within that; it says whom it waits for, tries again, and gives up after --lock-wait
+  // with nothing applied. Once the reader is gone the same migration applies.
+  void migrateNeverHoldsWritersLongerThanItsLockTimeout() {
+    auto owner = db_->connect();
+    migrate(*owner, bundledMigrations());
+    const std::string writer = db_->createLoginRole("migrate_agent", "idem_writer");
+    std::vector<Migration> withAlter = bundledMigrations();
+    withAlter.push_back({900, "900_alter_records.sql",
+                         "ALTER TABLE idem.records ADD COLUMN note_for_the_test text;"});
+    auto readerConnection = db_->connect();
+    pqxx::work reader(*readerConnection);
+    reader.exec("SELECT count(*) FROM idem.records");  // holds ACCESS SHARE until it ends
+
+    MigrateOptions options;
+    options.lockTimeout = std::chrono::milliseconds(300);
+    options.lockWait = std::chrono::milliseconds(2500);
+    std::vector<std::string> waits;
+    options.onWait = [&](const std::string& line) { waits.push_back(line); };
+    std::atomic<bool> migrating{true};
+    std::atomic<long long> slowestBeginMs{0};
+    std::thread agent([&] {
+      pqxx::connection c(db_->dsnAs(writer));
+      ProtocolClient client(c);
+      for (int i = 0; migrating; ++i) {
+        const auto begin = std::chrono::steady_clock::now();
+        client.begin(test::payRequest("m-" + std::to_string(i), "om-" + std::to_string(i)));
+        const long long ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::steady_clock::now() - begin)
+                                 .count();
+        slowestBeginMs = std::max(slowestBeginMs.load(), ms);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+    std::string error;
+    try {
+      migrate(*owner, withAlter, options);
+    } catch (const MigrationError& e) {
+      error = e.what();
+    }
+    migrating = false;
+    agent.join();
+    QVERIFY2(error.find("gave up after") != std::string::npos, error.c_str());
+    QVERIFY2(
+        error.find("pid " + std::to_string(readerConnection->backendpid())) != std::string::npos,
+        error.c_str());
+    QVERIFY(!waits.empty());
+    QVERIFY2(waits.front().find("waited 300 ms for a lock held by pid") != std::string::npos,
+             waits.front().c_str());
+    QVERIFY2(slowestBeginMs.load() < 2000, std::to_string(slowestBeginMs.load()).c_str());
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.schema_migrations WHERE version = 900"), 0LL);
+
+    reader.commit();
+    QCOMPARE(migrate(*owner, withAlter, options).applied.size(), std::size_t{1});
+    db_->reset();
   }
 
   void folderOfFilesMatchesTheBundle() {

@@ -2,7 +2,9 @@
 #include <ostream>
 
 #include "database_flags.hpp"
+#include "idem/database_error.hpp"
 #include "idem/duration.hpp"
+#include "idem/lock_holders.hpp"
 #include "idem/protocol_client.hpp"
 #include "idemctl.hpp"
 
@@ -36,7 +38,18 @@ int runPurge(const std::vector<std::string>& args, Streams streams,
   if (!cli.parse(args, streams.out)) return kOk;
   if (!age || age->count() <= 0) throw UsageError("--older-than is required and must be positive");
   auto connection = connect(connectionFrom(dsn, "idemctl purge"));
-  const PurgeResult r = ProtocolClient(*connection).purge(*age);
+  PurgeResult r;
+  try {
+    r = ProtocolClient(*connection).purge(*age);
+  } catch (const DatabaseError& e) {
+    if (e.sqlstate() != "55P03") throw;
+    // idem.purge waits at most its lock_timeout for the claims in flight, then stops.
+    throw DatabaseError(e.sqlstate(),
+                        "idemctl purge: retention waited too long for a lock held by " +
+                            describeLockHolders(*connection) +
+                            "; nothing was removed. End that transaction and run "
+                            "purge again");
+  }
   streams.out << "purged rows older than " << formatDuration(*age) << ": " << r.records
               << " records, " << r.attempts << " attempts, " << r.transitions << " transitions; "
               << r.tombstones

@@ -42,11 +42,18 @@ int runMigrate(const std::vector<std::string>& args, Streams streams,
               "apply only the migrations numbered up to N (e.g. 5: a version-1 schema, for "
               "upgrade tests)",
               upTo, 1, 999);
+  MigrateOptions options;
+  cli.duration("lock-timeout",
+               "how long one attempt waits for a lock (the agents' calls queue behind it no "
+               "longer)",
+               options.lockTimeout);
+  cli.duration("lock-wait", "how long to keep trying while a lock is held, then give up",
+               options.lockWait);
   if (!cli.parse(args, streams.out)) return kOk;
 
   const std::vector<Migration> migrations = sqlDir ? loadMigrations(*sqlDir) : bundledMigrations();
-  MigrateOptions options;
   if (upTo) options.upTo = *upTo;
+  options.onWait = [&streams](const std::string& line) { streams.err << line << "\n"; };
   auto connection = connect(connectionFrom(dsn, "idemctl migrate"));
   const int before = schemaVersion(*connection);
   const MigrationReport report = migrate(*connection, migrations, options);

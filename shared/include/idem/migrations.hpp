@@ -3,7 +3,9 @@
 // refused, because the database would no longer match what the file says it is.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <pqxx/connection>
@@ -41,10 +43,20 @@ struct MigrateOptions {
   // Apply only the migrations numbered up to this version (e.g. 5: a version-1 schema, to build
   // the database an upgrade test then migrates to version 2). Empty: all of them.
   std::optional<int> upTo;
+  // How long one attempt waits for any lock (lock_timeout, for its transaction alone): the agents'
+  // calls queue behind a migration's lock request, so it never holds them longer than this.
+  std::chrono::milliseconds lockTimeout{2000};
+  // How long migrate keeps trying, with a growing pause between attempts, before it gives up.
+  std::chrono::milliseconds lockWait{std::chrono::minutes(5)};
+  // Told each time an attempt gave up on a lock: what it waited for and who holds it.
+  std::function<void(const std::string&)> onWait{};
 };
 
 // Applies what is missing, all in one transaction under an advisory lock, so concurrent runs
-// serialise and a failure leaves the database as it was. Throws MigrationError when an applied
+// serialise and a failure leaves the database as it was. A lock it cannot get within
+// options.lockTimeout (an idle reader's transaction on a table it alters) ends the attempt, which
+// is tried again after a pause, until options.lockWait: then MigrationError names the sessions
+// that held the locks. Throws MigrationError when an applied
 // migration's checksum differs from the given text, or when the database has migrations this list
 // does not know (it is newer than this program); DatabaseError when a migration fails.
 //
