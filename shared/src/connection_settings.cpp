@@ -1,10 +1,11 @@
 #include "idem/connection_settings.hpp"
 
+#include <libpq-fe.h>
+
 #include <cstdlib>
 #include <pqxx/connection>
 #include <pqxx/except>
 #include <pqxx/nontransaction>
-#include <regex>
 
 #include "idem/database_error.hpp"
 
@@ -56,11 +57,44 @@ std::string ConnectionSettings::effectiveDsn() const {
   return out;
 }
 
+namespace {
+
+// A value as libpq reads it back in a key=value string: quoted when it is empty or holds a space,
+// a quote or a backslash, with those escaped.
+std::string quotedValue(std::string_view value) {
+  const bool plain = !value.empty() && value.find_first_of(" \t\n'\\") == std::string_view::npos;
+  if (plain) return std::string(value);
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "'";
+}
+
+}  // namespace
+
+// The connection string as libpq itself parses it (both forms, every quoting rule), written back
+// as key=value pairs with the password replaced: what the string says, and never the secret in
+// it, whatever the spelling. A string libpq cannot parse is not shown at all: its error says why.
 std::string ConnectionSettings::redacted() const {
-  static const std::regex keyValue(R"((password\s*=\s*)('[^']*'|\S+))", std::regex::icase);
-  static const std::regex uriPassword(R"((://[^:/@]+:)[^@]*@)");
-  std::string out = std::regex_replace(dsn, keyValue, "$1***");
-  out = std::regex_replace(out, uriPassword, "$1***@");
+  if (dsn.empty()) return "(libpq environment)";
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(dsn.c_str(), &error);
+  if (options == nullptr) {
+    if (error != nullptr) PQfreemem(error);
+    return "(a connection string libpq cannot parse)";
+  }
+  std::string out;
+  for (const PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr) continue;
+    if (!out.empty()) out += ' ';
+    out += o->keyword;
+    out += '=';
+    const bool secret = std::string_view(o->dispchar) == "*";  // libpq's mark for a password
+    out += secret ? std::string("***") : quotedValue(o->val);
+  }
+  PQconninfoFree(options);
   return out.empty() ? "(libpq environment)" : out;
 }
 

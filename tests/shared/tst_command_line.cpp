@@ -229,12 +229,33 @@ class TestCommandLine : public QObject {
     QVERIFY(libpq.dsn.empty());
   }
 
-  void passwordsAreRedacted() {
-    ConnectionSettings s;
-    s.dsn = "host=db password='s3cret pass' user=alice";
-    QCOMPARE(s.redacted(), std::string("host=db password=*** user=alice"));
-    s.dsn = "postgresql://alice:s3cret@db:5432/idem";
-    QCOMPARE(s.redacted(), std::string("postgresql://alice:***@db:5432/idem"));
+  // Redaction goes through libpq's own parser: every spelling of a password libpq accepts is
+  // hidden, in both forms, and what is shown is what libpq read.
+  void passwordsAreRedactedHoweverTheyAreSpelled() {
+    const std::pair<const char*, const char*> cases[] = {
+        {"host=db password='s3cret pass' user=alice", "user=alice password=*** host=db"},
+        {"postgresql://alice:s3cret@db:5432/idem",
+         "user=alice password=*** dbname=idem host=db port=5432"},
+        // An escaped quote inside the quoted value, and the tail after it.
+        {R"(host=db password='se\'cret-TAIL' dbname=idem)", "password=*** dbname=idem host=db"},
+        // No user before the colon.
+        {"postgresql://:PW@host/db", "password=*** dbname=db host=host"},
+        // In the URI's query, percent-encoded.
+        {"postgresql://db/idem?user=bob&password=p%40ss",
+         "user=bob password=*** dbname=idem host=db"},
+        {"host=db application_name='a b'", "host=db application_name='a b'"},
+    };
+    for (const auto& [dsn, shown] : cases) {
+      ConnectionSettings s;
+      s.dsn = dsn;
+      QCOMPARE(s.redacted(), std::string(shown));
+      for (const char* secret : {"s3cret", "cret-TAIL", "PW", "p@ss", "p%40ss"}) {
+        QVERIFY2(s.redacted().find(secret) == std::string::npos, dsn);
+      }
+    }
+    ConnectionSettings broken;
+    broken.dsn = "host=db password='unterminated";
+    QCOMPARE(broken.redacted(), std::string("(a connection string libpq cannot parse)"));
   }
 
   // The statement timeout is set per transaction (idem/bounded_transaction.hpp), never in
