@@ -223,8 +223,17 @@ SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request)
   std::optional<std::string> evidence = request.evidence;
   if (evidence && evidence->empty()) evidence.reset();
   ProtocolClient client(connection);
-  out.change = client.settle(request.key, expected, request.to, request.reason, evidence,
-                             request.overrideSideEffect);
+  try {
+    out.change = client.settle(request.key, expected, request.to, request.reason, evidence,
+                               request.overrideSideEffect);
+  } catch (const DatabaseError& e) {
+    // Class 22: the server's own checks on the input (a reason with nothing visible in it, an
+    // over-long one) refused it before anything was written. Anything else is not input.
+    if (!e.sqlstate().starts_with("22")) throw;
+    out.verdict = SettleVerdict::InvalidInput;
+    out.message = std::string("refused by the server: ") + e.what() + "; nothing was written";
+    return out;
+  }
   const std::string to(format(request.to));
   switch (out.change.result) {
     case ResultCode::Ok:

@@ -75,6 +75,18 @@ class TestSettlement : public QObject {
     QCOMPARE(transitions("k1"), 2LL);
   }
 
+  void aReasonWithNothingVisibleIsRefusedByTheServerAsInput() {
+    stuck("k1", "o1", true);
+    // Zero-width spaces and a byte-order mark: not blank to a whitespace test, empty to a reader.
+    const std::string invisible = "\u200b\u200b\ufeff";
+    const SettleOutcome out =
+        settleRecord(*conn_, {"k1", 2, RecordStatus::Success, invisible, std::nullopt, false});
+    QCOMPARE(out.verdict, SettleVerdict::InvalidInput);
+    QVERIFY2(says(out.message, "refused by the server"), out.message.c_str());
+    QVERIFY2(says(out.message, "nothing was written"), out.message.c_str());
+    QCOMPARE(transitions("k1"), 2LL);
+  }
+
   void badInputIsNamed() {
     stuck("k1", "o1", true);
     QCOMPARE(settleRecord(*conn_, {"k1", 2, RecordStatus::Processing, "why", std::nullopt, false})
