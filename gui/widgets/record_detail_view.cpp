@@ -65,6 +65,7 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
   titleFont.setBold(true);
   title_->setFont(titleFont);
   title_->setObjectName(QStringLiteral("detailTitle"));
+  title_->setTextFormat(Qt::PlainText);
   title_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   status_->setObjectName(QStringLiteral("detailStatus"));
   status_->setTextFormat(Qt::RichText);
@@ -146,6 +147,8 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
 QLabel* RecordDetailView::addField(QFormLayout* form, const QString& name, const QString& label) {
   auto* value = new QLabel(this);
   value->setObjectName(QStringLiteral("field_") + name);
+  // What a writer stored (a biz_id, a tool, an error) is shown as text, never read as markup.
+  value->setTextFormat(Qt::PlainText);
   value->setTextInteractionFlags(Qt::TextSelectableByMouse);
   value->setWordWrap(true);
   form->addRow(label + QLatin1Char(':'), value);

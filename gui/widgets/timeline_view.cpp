@@ -230,6 +230,8 @@ TimelinePane::TimelinePane(DatabaseSession* session, QWidget* parent)
       view_(new TimelineView(this)) {
   setObjectName(QStringLiteral("timelinePane"));
   header_->setObjectName(QStringLiteral("timelineHeader"));
+  // Markup of ours around data escaped: a biz_id a writer chose never turns into markup.
+  header_->setTextFormat(Qt::RichText);
   header_->setText(QStringLiteral("Select a record to draw the story of its business object."));
   export_->setObjectName(QStringLiteral("timelineExport"));
   export_->setEnabled(false);
@@ -247,7 +249,8 @@ TimelinePane::TimelinePane(DatabaseSession* session, QWidget* parent)
 void TimelinePane::showBusinessObject(const QString& bizType, const QString& bizId) {
   bizType_ = bizType.toStdString();
   bizId_ = bizId.toStdString();
-  header_->setText(QStringLiteral("Reading the story of %1/%2\u2026").arg(bizType, bizId));
+  header_->setText(QStringLiteral("Reading the story of %1/%2\u2026")
+                       .arg(bizType.toHtmlEscaped(), bizId.toHtmlEscaped()));
   view_->setStory({bizType_, bizId_, {}, false});
   export_->setEnabled(false);
   refresh();

@@ -7,6 +7,7 @@
 #include <QGraphicsItem>
 #include <QGraphicsScene>
 #include <QGraphicsSimpleTextItem>
+#include <QLabel>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -222,6 +223,43 @@ class TestTimeline : public QObject {
                               Q_ARG(QString, QStringLiteral("ord-incident")));
     QVERIFY(shown.wait(15000));
     QCOMPARE(static_cast<long long>(w.timelinePane()->view()->marks().size()), storyRows());
+  }
+
+  // A biz_id is a writer's text: with markup in it, the timeline's header and the record's detail
+  // show the characters, never what the markup would draw (a writer cannot dress up what an
+  // operator reads).
+  void markupInABizIdIsShownAsText() {
+    const std::string spoof = "ord-<b>PAID</b><img src=x>";
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    test::claim(client, test::paymentRequest("pay:spoof:1", spoof));
+    MainWindow::Options o;
+    o.refreshInterval = std::chrono::hours(1);
+    MainWindow w(o);
+    w.connectTo(test::settingsFor(db_->dsn()));
+    QTRY_VERIFY_WITH_TIMEOUT(w.session()->isConnected(), 15000);
+    QSignalSpy shown(w.timelinePane(), &TimelinePane::storyShown);
+    QMetaObject::invokeMethod(&w, "showBusinessObject", Q_ARG(QString, QStringLiteral("payment")),
+                              Q_ARG(QString, QString::fromStdString(spoof)));
+    auto* header = w.timelinePane()->findChild<QLabel*>(QStringLiteral("timelineHeader"));
+    QVERIFY(header != nullptr);
+    QCOMPARE(header->textFormat(), Qt::RichText);
+    QVERIFY2(
+        header->text().contains(QStringLiteral("ord-&lt;b&gt;PAID&lt;/b&gt;&lt;img src=x&gt;")),
+        qPrintable(header->text()));
+    QVERIFY(shown.wait(15000));
+    QVERIFY2(header->text().contains(QStringLiteral("ord-&lt;b&gt;PAID&lt;/b&gt;")),
+             qPrintable(header->text()));
+    QVERIFY(!header->text().contains(QStringLiteral("<b>PAID")));
+    QTRY_VERIFY_WITH_TIMEOUT(w.recordsModel()->rowOfKey("pay:spoof:1") >= 0, 15000);
+    QVERIFY(w.selectRecord(QStringLiteral("pay:spoof:1")));
+    QTRY_VERIFY_WITH_TIMEOUT(
+        w.findChild<QLabel*>(QStringLiteral("field_business")) != nullptr &&
+            w.findChild<QLabel*>(QStringLiteral("field_business"))->text().contains("PAID"),
+        15000);
+    auto* business = w.findChild<QLabel*>(QStringLiteral("field_business"));
+    QCOMPARE(business->textFormat(), Qt::PlainText);
+    QCOMPARE(business->text(), QStringLiteral("payment / ") + QString::fromStdString(spoof));
   }
 };
 
