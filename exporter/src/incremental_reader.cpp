@@ -35,7 +35,7 @@ SELECT s.standby, l.virtualtransaction,
 
 constexpr const char* kNow = "SELECT extract(epoch FROM now())::float8";
 
-constexpr std::size_t kRecheckChunk = 10'000;
+constexpr std::size_t kRecheckChunk = 2'000;  // ranges per statement
 
 bool disjoint(const std::vector<std::string>& a, const std::vector<std::string>& b) {
   auto i = a.begin();
@@ -78,7 +78,9 @@ TableQueries tableQueries(const std::string& relation, const std::string& column
   TableQueries q;
   q.relation = relation;
   q.rowsAfter = select + " WHERE id > $1 ORDER BY id LIMIT $2";
-  q.rowsByIds = select + " WHERE id = ANY($1::bigint[])";
+  q.rowsInRanges = select +
+                   " JOIN unnest($1::bigint[], $2::bigint[]) AS gap(first_id, last_id)"
+                   " ON id BETWEEN gap.first_id AND gap.last_id";
   q.highWater = "SELECT coalesce(max(id), 0) FROM " + relation;
   // min(id + 0), not min(id): the planner would answer min(id) by walking the primary key from the
   // oldest row and filtering on created_at, a full scan on a table of old rows. Written this way it
@@ -144,7 +146,7 @@ void IncrementalReader::start(pqxx::connection& connection, const RowSink& sink)
     const pqxx::result batch = tx.exec_params(queries_.rowsAfter, cursor, limits_.batchSize);
     for (const pqxx::row& row : batch) {
       const std::int64_t id = row[0].as<std::int64_t>();
-      for (std::int64_t g = cursor + 1; g < id; ++g) gaps.push_back({g, 0});
+      if (id > cursor + 1) gaps.push_back({cursor + 1, id - 1, 0});
       sink(row, RowOrigin::BeforeStart);
       cursor = id;
     }
@@ -156,7 +158,6 @@ void IncrementalReader::start(pqxx::connection& connection, const RowSink& sink)
   // again from scratch (BeforeStart rows touch no counter, so re-reading them is harmless).
   highWater_ = top;
   gaps_ = std::move(gaps);
-  trimGaps();
   started_ = true;
   stats_.rowsRead += rows;
   publishStats();
@@ -229,51 +230,51 @@ void IncrementalReader::recheckGaps(pqxx::connection& connection, const RowSink&
   if (gaps_.empty()) return;
   // Which gaps may be dropped is decided before the look-ups: their horizon passed before the
   // snapshots below were taken.
-  std::vector<std::int64_t> ids;
-  ids.reserve(gaps_.size());
-  for (const Gap& g : gaps_) ids.push_back(g.id);
-  std::vector<std::int64_t> missingAfterPassed;
-  for (std::size_t start = 0; start < ids.size(); start += kRecheckChunk) {
-    const std::size_t end = std::min(ids.size(), start + kRecheckChunk);
+  const std::vector<Gap> asked = gaps_;
+  std::vector<std::int64_t> filled;
+  for (std::size_t start = 0; start < asked.size(); start += kRecheckChunk) {
+    const std::size_t end = std::min(asked.size(), start + kRecheckChunk);
+    std::vector<std::int64_t> firsts, lasts;
+    for (std::size_t i = start; i < end; ++i) {
+      firsts.push_back(asked[i].first);
+      lasts.push_back(asked[i].last);
+    }
     pqxx::result found;
     {
       idem::ReadTransaction tx(connection);
-      found = tx.exec_params(queries_.rowsByIds,
-                             bigintArrayLiteral(ids.begin() + static_cast<std::ptrdiff_t>(start),
-                                                ids.begin() + static_cast<std::ptrdiff_t>(end)));
+      found =
+          tx.exec_params(queries_.rowsInRanges, bigintArrayLiteral(firsts.begin(), firsts.end()),
+                         bigintArrayLiteral(lasts.begin(), lasts.end()));
       tx.commit();
     }
     // Count and forget the filled gaps together, before the next statement can fail.
-    std::vector<std::int64_t> filled;
+    std::vector<std::int64_t> now;
     for (const pqxx::row& row : found) {
       const std::int64_t id = row[0].as<std::int64_t>();
-      const auto it = std::lower_bound(gaps_.begin(), gaps_.end(), id,
-                                       [](const Gap& g, std::int64_t v) { return g.id < v; });
-      if (it == gaps_.end() || it->id != id) continue;  // defensive: a row we did not ask for
+      if (!awaited(id)) continue;  // defensive: a row we did not ask for, or counted already
       sink(row, RowOrigin::Late);
-      filled.push_back(id);
+      now.push_back(id);
     }
-    std::sort(filled.begin(), filled.end());
-    std::erase_if(gaps_, [&](const Gap& g) {
-      return std::binary_search(filled.begin(), filled.end(), g.id);
-    });
+    std::sort(now.begin(), now.end());
+    for (std::int64_t id : now) removeGap(id);
     stats_.rowsRead += found.size();
-    stats_.gapsFilled += filled.size();
-    for (std::size_t i = start; i < end; ++i) {
-      if (!std::binary_search(filled.begin(), filled.end(), ids[i]))
-        missingAfterPassed.push_back(ids[i]);
-    }
+    stats_.gapsFilled += now.size();
+    filled.insert(filled.end(), now.begin(), now.end());
   }
   // Still missing in a snapshot taken after every possible inserter had ended: never to fill.
-  std::sort(missingAfterPassed.begin(), missingAfterPassed.end());
-  const auto before = gaps_.size();
+  // The ranges asked whose horizon had passed go whole, less what filled (gone already).
+  std::uint64_t expired = 0;
   std::erase_if(gaps_, [&](const Gap& g) {
     if (g.horizon == 0) return false;
     const auto h = horizons_.find(g.horizon);
-    return h != horizons_.end() && h->second.passed &&
-           std::binary_search(missingAfterPassed.begin(), missingAfterPassed.end(), g.id);
+    if (h == horizons_.end() || !h->second.passed) return false;
+    const auto a = std::upper_bound(asked.begin(), asked.end(), g.first,
+                                    [](std::int64_t v, const Gap& x) { return v < x.first; });
+    const bool wasAsked = a != asked.begin() && std::prev(a)->last >= g.last;
+    if (wasAsked) expired += static_cast<std::uint64_t>(g.last - g.first + 1);
+    return wasAsked;
   });
-  stats_.gapsExpired += before - gaps_.size();
+  stats_.gapsExpired += expired;
   // Forget horizons no gap refers to any more.
   std::erase_if(horizons_, [&](const auto& entry) {
     return std::none_of(gaps_.begin(), gaps_.end(),
@@ -281,9 +282,40 @@ void IncrementalReader::recheckGaps(pqxx::connection& connection, const RowSink&
   });
 }
 
+bool IncrementalReader::awaited(std::int64_t id) const {
+  const auto it = std::upper_bound(gaps_.begin(), gaps_.end(), id,
+                                   [](std::int64_t v, const Gap& g) { return v < g.first; });
+  return it != gaps_.begin() && std::prev(it)->last >= id;
+}
+
+void IncrementalReader::removeGap(std::int64_t id) {
+  auto it = std::upper_bound(gaps_.begin(), gaps_.end(), id,
+                             [](std::int64_t v, const Gap& g) { return v < g.first; });
+  if (it == gaps_.begin()) return;
+  --it;
+  if (it->last < id) return;
+  if (it->first == id && it->last == id) {
+    gaps_.erase(it);
+  } else if (it->first == id) {
+    ++it->first;
+  } else if (it->last == id) {
+    --it->last;
+  } else {
+    const Gap after{id + 1, it->last, it->horizon};
+    it->last = id - 1;
+    gaps_.insert(std::next(it), after);
+  }
+}
+
 void IncrementalReader::readNewRows(pqxx::connection& connection, const RowSink& sink) {
   std::int64_t rows = 0;
   while (rows < limits_.maxRowsPerPoll) {
+    if (gapsAtBound()) {
+      // Every range awaits a row that may still come: reading on would need more. The new rows
+      // wait for a later collection, never a row goes uncounted.
+      ++stats_.readsDeferred;
+      break;
+    }
     pqxx::result batch;
     {
       idem::ReadTransaction tx(connection);
@@ -296,7 +328,6 @@ void IncrementalReader::readNewRows(pqxx::connection& connection, const RowSink&
       sink(row, RowOrigin::New);
       highWater_ = id;
     }
-    trimGaps();
     stats_.rowsRead += batch.size();
     rows += static_cast<std::int64_t>(batch.size());
     if (static_cast<std::int64_t>(batch.size()) < limits_.batchSize) break;
@@ -304,29 +335,18 @@ void IncrementalReader::readNewRows(pqxx::connection& connection, const RowSink&
 }
 
 void IncrementalReader::addGaps(std::int64_t from, std::int64_t to) {
-  const std::int64_t count = to - from - 1;
-  if (count <= 0) return;
-  const auto bound = static_cast<std::int64_t>(limits_.maxTrackedGaps);
-  if (count > bound) {
-    // A jump in the sequence (setval, a crashed bulk load): only the newest ids can matter.
-    stats_.gapsAbandoned += static_cast<std::uint64_t>(count - bound);
-    from = to - bound - 1;
-  }
-  for (std::int64_t g = from + 1; g < to; ++g) gaps_.push_back({g, 0});
+  if (to - from - 1 <= 0) return;
+  gaps_.push_back({from + 1, to - 1, 0});
 }
 
-void IncrementalReader::trimGaps() {
-  if (gaps_.size() <= limits_.maxTrackedGaps) return;
-  const std::size_t excess = gaps_.size() - limits_.maxTrackedGaps;
-  gaps_.erase(gaps_.begin(), gaps_.begin() + static_cast<std::ptrdiff_t>(excess));
-  stats_.gapsAbandoned += excess;
-  logWarn(queries_.relation + ": more than " + std::to_string(limits_.maxTrackedGaps) +
-          " ids await their rows; gave up the " + std::to_string(excess) +
-          " oldest (see idempotency_exporter_gaps_resolved_total{resolution=\"abandoned\"})");
+std::size_t IncrementalReader::openGaps() const {
+  std::size_t n = 0;
+  for (const Gap& g : gaps_) n += static_cast<std::size_t>(g.last - g.first + 1);
+  return n;
 }
 
 void IncrementalReader::publishStats() {
-  stats_.openGaps = static_cast<std::int64_t>(gaps_.size());
+  stats_.openGaps = static_cast<std::int64_t>(openGaps());
 }
 
 }  // namespace idem::exporter

@@ -48,8 +48,12 @@
 // under the primary's argument above. The replay time only moves with the primary's commits: on
 // an idle primary a gap waits for the next one, never the other way round.
 //
-// The number of gaps tracked is bounded (--max-tracked-gaps); past it the oldest are abandoned and
-// counted, so a misbehaving writer costs a metric, never unbounded memory.
+// Gaps are kept as ranges of consecutive ids seen together, so a run of ids that never fill (a
+// writer burning ids, a jump in the sequence) costs one entry whatever its length, and each range
+// is looked up again whole (id BETWEEN first AND last). The number of ranges is bounded
+// (--max-tracked-gaps); at the bound the reader reads no new rows until ranges resolve (each
+// collection that waits so is counted: reads_deferred), and it never drops one: a dropped gap
+// would be a row never counted, a duplicate charge that never shows.
 #pragma once
 
 #include <chrono>
@@ -70,7 +74,7 @@ namespace idem::exporter {
 struct TableQueries {
   std::string relation;       // "idem.attempts", for pg_locks
   std::string rowsAfter;      // $1 id, $2 limit: rows with id > $1 ORDER BY id LIMIT $2
-  std::string rowsByIds;      // $1 bigint[]: the rows with these ids
+  std::string rowsInRanges;   // $1, $2 bigint[]: the rows whose id is in [$1[i], $2[i]] for an i
   std::string highWater;      // the largest id visible, 0 when empty
   std::string windowStartId;  // $1 interval: the smallest id created within it, NULL when none
 };
@@ -115,12 +119,15 @@ class IncrementalReader {
   // The database's now() at the last poll, seconds since the epoch.
   double snapshotTime() const { return snapshotTime_; }
   std::int64_t highWater() const { return highWater_; }
-  std::size_t openGaps() const { return gaps_.size(); }
+  // Ids awaited (each range counts its ids).
+  std::size_t openGaps() const;
   bool started() const { return started_; }
 
  private:
+  // Ids first..last, all awaited, seen in one poll (one horizon).
   struct Gap {
-    std::int64_t id;
+    std::int64_t first;
+    std::int64_t last;
     std::uint32_t horizon;  // 0: not yet assigned
   };
   struct Horizon {
@@ -137,9 +144,11 @@ class IncrementalReader {
   void restartHorizons(bool standby);
   void recheckGaps(pqxx::connection& connection, const RowSink& sink);
   void readNewRows(pqxx::connection& connection, const RowSink& sink);
-  // Records ids (from, to) exclusive as gaps, within the bound.
+  // Records ids (from, to) exclusive as one range of gaps.
   void addGaps(std::int64_t from, std::int64_t to);
-  void trimGaps();
+  bool gapsAtBound() const { return gaps_.size() >= limits_.maxTrackedGaps; }
+  bool awaited(std::int64_t id) const;
+  void removeGap(std::int64_t id);
   void publishStats();
 
   TableQueries queries_;
@@ -148,7 +157,7 @@ class IncrementalReader {
   bool started_ = false;
   std::int64_t highWater_ = 0;
   double snapshotTime_ = 0;
-  std::vector<Gap> gaps_;  // ascending by id
+  std::vector<Gap> gaps_;  // ascending, disjoint
   std::map<std::uint32_t, Horizon> horizons_;
   std::uint32_t nextHorizon_ = 1;
   bool standby_ = false;  // which proof horizons_ hold

@@ -16,9 +16,10 @@ struct TableReadStats {
   const std::string table;
   std::atomic<std::uint64_t> rowsRead{0};
   std::atomic<std::int64_t> openGaps{0};
-  std::atomic<std::uint64_t> gapsFilled{0};     // the row committed late and was counted
-  std::atomic<std::uint64_t> gapsExpired{0};    // proven never to fill (rollback, ON CONFLICT)
-  std::atomic<std::uint64_t> gapsAbandoned{0};  // given up at --max-tracked-gaps
+  std::atomic<std::uint64_t> gapsFilled{0};   // the row committed late and was counted
+  std::atomic<std::uint64_t> gapsExpired{0};  // proven never to fill (rollback, ON CONFLICT)
+  // Collections that read no new rows because --max-tracked-gaps ranges awaited theirs.
+  std::atomic<std::uint64_t> readsDeferred{0};
 };
 
 class ReadStats {

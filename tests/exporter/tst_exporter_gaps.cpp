@@ -1,7 +1,8 @@
 // Exactly once under out-of-order commits: a transaction holding a lower id while later rows
-// commit is counted once, when it commits; a rolled-back id and the ids that
-// idem.record_fund_flow's ON CONFLICT DO NOTHING consumes are proven permanent and stop being
-// tracked, without stalling the reader; the number of tracked gaps is bounded.
+// commit is counted once, when it commits; a rolled-back id is proven permanent and stops being
+// tracked, without stalling the reader; a line recorded twice takes no id; the number of tracked
+// gap ranges is bounded, and at the bound new rows wait rather than a gap being dropped, so a flood
+// of burned ids never hides a duplicate flow.
 #include <QtTest>
 #include <pqxx/pqxx>
 
@@ -109,15 +110,26 @@ class TestExporterGaps : public QObject {
     QCOMPARE(value(s, gapsResolvedKey("attempts", "filled")), std::optional(0.0));
   }
 
-  void fundFlowIdsConsumedByOnConflictArePermanentGaps() {
+  // A line the gateway reports twice takes no id (nothing to track); a flow rolled back takes one,
+  // which is proven permanent and stops being tracked.
+  void aRepeatedLineTakesNoIdAndARolledBackOneIsAPermanentGap() {
     RunningExporter e(testOptions(db_->dsn()));
     QVERIFY(e.waitForCollections(1));
     auto c = db_->connect();
     ProtocolClient client(*c);
     client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-1", {}});
-    // The gateway reports the same line twice: a no-op that still consumes a sequence value.
-    QVERIFY(client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-1", {}})
-                .alreadyRecorded);
+    const long long before = db_->scalar("SELECT last_value FROM idem.fund_flows_id_seq");
+    for (int i = 0; i < 20; ++i) {
+      QVERIFY(client.recordFundFlow({"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-1", {}})
+                  .alreadyRecorded);
+    }
+    QCOMPARE(db_->scalar("SELECT last_value FROM idem.fund_flows_id_seq"), before);
+    {
+      pqxx::work tx(*c);
+      tx.exec(
+          "SELECT * FROM idem.record_fund_flow('payment', 'o-1', 'DEBIT', 100, 'CNY', 'gw-rb')");
+      tx.abort();
+    }
     client.recordFundFlow(
         {"payment", "o-1", FundFlowKind::Debit, 100, "CNY", "gw-2", {}});         // a double charge
     QVERIFY(db_->scalar("SELECT max(id) - count(*) FROM idem.fund_flows") >= 1);  // there is a hole
@@ -129,29 +141,81 @@ class TestExporterGaps : public QObject {
     }));
     const Series s = e.scrape();
     QCOMPARE(value(s, duplicatesKey("payment", "DEBIT")), std::optional(1.0));
-    QVERIFY(*value(s, gapsResolvedKey("fund_flows", "expired")) >= 1.0);
+    QCOMPARE(value(s, gapsResolvedKey("fund_flows", "expired")), std::optional(1.0));
     QCOMPARE(value(s, gapsResolvedKey("fund_flows", "filled")), std::optional(0.0));
   }
 
-  void trackedGapsAreBoundedAndCounted() {
+  // At --max-tracked-gaps ranges awaiting their rows, the reader reads no new rows until some
+  // resolve, and says so; every row is counted in the end.
+  void atTheBoundOfTrackedGapsNewRowsWaitAndNoneIsLost() {
     auto options = testOptions(db_->dsn());
     options.maxTrackedGaps = 3;
     RunningExporter e(options);
     QVERIFY(e.waitForCollections(1));
     auto c = db_->connect();
-    // Five ids consumed by rolled-back inserts, then one row: five gaps, more than three.
+    // Five ranges of ids consumed by rolled-back inserts, each followed by a committed row.
     for (int i = 0; i < 5; ++i) {
       pqxx::work tx(*c);
       tx.exec_params(kBeginSql, "k-rb" + std::to_string(i), "o-rb" + std::to_string(i));
       tx.abort();
+      beginCommitted(i, i + 1);
     }
-    beginCommitted(0, 1);
     QVERIFY(waitUntil([&] {
       const Series s = e.scrape();
-      return value(s, gapsResolvedKey("attempts", "abandoned")) == std::optional(2.0) &&
+      return sumOf(s, "idempotency_requests_total") == 5.0 &&
              value(s, tableKey("idempotency_exporter_open_gaps", "attempts")) == std::optional(0.0);
     }));
-    QCOMPARE(sumOf(e.scrape(), "idempotency_requests_total"), 1.0);
+    QVERIFY(*value(e.scrape(), tableKey("idempotency_exporter_reads_deferred_total", "attempts")) >=
+            0.0);
+  }
+
+  // The attack a review played: a writer holds a duplicate DEBIT in an open transaction, then
+  // burns more ids than --max-tracked-gaps, by refused calls on a line already recorded and by
+  // rolled-back inserts between other flows. The reader, at its bound, waits instead of dropping
+  // the held id; when the duplicate commits it is counted.
+  void aGapFloodNeverHidesADuplicateFlow() {
+    auto options = testOptions(db_->dsn());
+    options.maxTrackedGaps = 4;
+    RunningExporter e(options);
+    QVERIFY(e.waitForCollections(1));
+    auto c = db_->connect();
+    ProtocolClient ledger(*c);
+    ledger.recordFundFlow({"payment", "o-paid", FundFlowKind::Debit, 2990, "CNY", "gw-first", {}});
+    auto heldConnection = db_->connect();
+    pqxx::work held(*heldConnection);
+    held.exec(
+        "SELECT * FROM idem.record_fund_flow('payment', 'o-paid', 'DEBIT', 2990, 'CNY', "
+        "'gw-second')");
+    for (int i = 0; i < 30; ++i) {
+      // Refused: the same line again (no id taken any more).
+      ledger.recordFundFlow(
+          {"payment", "o-paid", FundFlowKind::Debit, 2990, "CNY", "gw-first", {}});
+      // Burned: an insert rolled back, between two flows of others, so the gaps do not join up.
+      pqxx::work burn(*c);
+      burn.exec(
+          "SELECT * FROM idem.record_fund_flow('payment', 'o-burn', 'DEBIT', 1, 'CNY', "
+          "'burn-" +
+          std::to_string(i) + "')");
+      burn.abort();
+      ledger.recordFundFlow({"payment",
+                             "o-other-" + std::to_string(i),
+                             FundFlowKind::Debit,
+                             1,
+                             "CNY",
+                             "gw-other-" + std::to_string(i),
+                             {}});
+    }
+    QVERIFY(e.waitForCollections(3));
+    held.commit();
+    QVERIFY(waitUntil([&] {
+      const Series s = e.scrape();
+      return value(s, duplicatesKey("payment", "DEBIT")) == std::optional(1.0) &&
+             value(s, fundFlowsKey("payment", "DEBIT")) ==
+                 std::optional(static_cast<double>(
+                     db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE kind = 'DEBIT'")));
+    }));
+    QVERIFY(*value(e.scrape(),
+                   tableKey("idempotency_exporter_reads_deferred_total", "fund_flows")) > 0.0);
   }
 };
 

@@ -240,7 +240,8 @@ class TestExporterUpgrade : public QObject {
       }
     }
     QCOMPARE(value(s, "idempotency_exporter_db_up"), std::optional(1.0));
-    QCOMPARE(value(s, gapsResolvedKey("attempts", "abandoned")), std::optional(0.0));
+    QCOMPARE(value(s, R"(idempotency_exporter_reads_deferred_total{table="attempts"})"),
+             std::optional(0.0));
   }
 };
 

@@ -23,6 +23,7 @@ enum Family : std::size_t {
   kRowsRead,
   kOpenGaps,
   kGapsResolved,
+  kReadsDeferred,
   kBizTypesOverflow,
   kBuildInfo,
   kCollectorDuration,
@@ -41,7 +42,7 @@ struct FamilyText {
 
 // The families, in the order a scrape lists them: those always there, then those that appear
 // with their first sample (a collector's first update, the first connection, a standby).
-constexpr std::array<FamilyText, 9> kAlwaysPublished{{
+constexpr std::array<FamilyText, 10> kAlwaysPublished{{
     {kDbUp, "idempotency_exporter_db_up",
      "1 when the last collection reached the database, 0 otherwise.", Gauge},
     {kDuration, "idempotency_exporter_collect_duration_seconds",
@@ -62,8 +63,12 @@ constexpr std::array<FamilyText, 9> kAlwaysPublished{{
      Gauge},
     {kGapsResolved, "idempotency_exporter_gaps_resolved_total",
      "Gaps no longer tracked, by table and resolution: filled (the row committed late and was "
-     "counted), expired (proven never to fill), abandoned (over --max-tracked-gaps; a late row "
-     "would be missed).",
+     "counted), expired (proven never to fill).",
+     Counter},
+    {kReadsDeferred, "idempotency_exporter_reads_deferred_total",
+     "Collections that read no new rows of a table because --max-tracked-gaps ranges of ids "
+     "awaited their rows (a writer burning ids, long transactions): the new rows wait, none is "
+     "lost.",
      Counter},
     {kBizTypesOverflow, "idempotency_exporter_biz_types_overflow_total",
      "Rows (requests, fund flows) counted under biz_type=\"other\" because --max-biz-types "
@@ -183,8 +188,7 @@ void SelfHealthCollector::collect(std::vector<prometheus::MetricFamily>& out) co
               static_cast<double>(t.gapsFilled.load()));
     addSample(f[kGapsResolved], {{"table", t.table}, {"resolution", "expired"}},
               static_cast<double>(t.gapsExpired.load()));
-    addSample(f[kGapsResolved], {{"table", t.table}, {"resolution", "abandoned"}},
-              static_cast<double>(t.gapsAbandoned.load()));
+    addSample(f[kReadsDeferred], {{"table", t.table}}, static_cast<double>(t.readsDeferred.load()));
   }
   addSample(f[kBuildInfo], {{"version", IDEMWATCH_VERSION}, {"revision", buildRevision()}}, 1);
   for (const FamilyText& t : kAlwaysPublished) out.push_back(std::move(f[t.family]));
