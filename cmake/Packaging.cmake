@@ -86,8 +86,7 @@ include(CPack)
 # not the tests and benchmarks, and configures with CMAKE_SKIP_INSTALL_ALL_DEPENDENCY).
 add_custom_target(idemwatch-package-contents)
 add_dependencies(idemwatch-package-contents idemwatch-manpages idemctl)
-foreach(target idemwatch-exporter idemwatch_civetweb_libssl idemwatch_civetweb_libcrypto
-               idemwatch-admin)
+foreach(target idemwatch-exporter idemwatch-admin)
   if(TARGET ${target})
     add_dependencies(idemwatch-package-contents ${target})
   endif()

@@ -70,6 +70,19 @@ bool BasicAuth::allows(std::string_view header) const {
   return credentials && verify(credentials->first, credentials->second);
 }
 
+std::optional<bool> BasicAuth::remembered(std::string_view header) const {
+  if (!enabled()) return true;
+  const auto credentials = basicCredentials(header);
+  if (!credentials) return false;
+  const auto entry = users_.find(credentials->first);
+  const std::string& hash = entry != users_.end() ? entry->second : users_.begin()->second;
+  const std::string key = cacheKey(credentials->first, credentials->second, hash);
+  std::lock_guard lock(cacheMutex_);
+  if (entry != users_.end() && verified_.count(key) > 0) return true;
+  if (refused_.count(key) > 0) return false;
+  return std::nullopt;
+}
+
 std::string BasicAuth::cacheKey(const std::string& user, const std::string& password,
                                 const std::string& hash) const {
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);

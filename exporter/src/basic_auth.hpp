@@ -6,7 +6,7 @@
 // What is not remembered costs a bcrypt run, and those runs go one at a time (as the exporter
 // toolkit's bcryptMtx does): clients sending wrong passwords then use at most one core, however
 // many they are, and a remembered scrape never waits for them. A check that cannot start within
-// a second is refused unchecked, so that waiting clients do not hold the web server's threads.
+// a second is refused unchecked, so that waiting clients do not pile up.
 // Failed checks are remembered too, so a client repeating a wrong password costs nothing.
 #pragma once
 
@@ -28,6 +28,9 @@ class BasicAuth {
   bool enabled() const { return !users_.empty(); }
   // The value of an Authorization header ("Basic dXNlcjpwYXNz"); false when absent or wrong.
   bool allows(std::string_view authorizationHeader) const;
+  // What was decided before for this header, without a bcrypt run: true (a login checked and
+  // good), false (malformed, or checked and wrong), nullopt (never checked: allows() must run).
+  std::optional<bool> remembered(std::string_view authorizationHeader) const;
 
   static constexpr std::chrono::milliseconds kVerificationWait{1000};
 

@@ -18,21 +18,21 @@ bool isPort(const std::string& s) {
 
 }  // namespace
 
-std::string civetwebListeningPort(const std::string& address) {
+ListenAddress parseListenAddress(const std::string& address) {
   const std::size_t colon = address.rfind(':');
   if (colon == std::string::npos) {
     throw UsageError("--web.listen-address: \"" + address +
                      "\" needs a port, like :9477 or 127.0.0.1:9477");
   }
   std::string host = address.substr(0, colon);
-  std::string port = address.substr(colon + 1);
+  const std::string port = address.substr(colon + 1);
   if (!isPort(port)) {
     throw UsageError("--web.listen-address: \"" + port + "\" in \"" + address +
                      "\" is not a port number");
   }
-  if (host.empty() || host == "0.0.0.0") return port;
+  if (host.empty() || host == "0.0.0.0") return {"", std::stoi(port)};
   if (host == "localhost") host = "127.0.0.1";
-  const bool ipv6 = host.front() == '[' && host.back() == ']';
+  const bool ipv6 = host.size() > 2 && host.front() == '[' && host.back() == ']';
   const bool ipv4 = std::all_of(host.begin(), host.end(),
                                 [](char c) { return (c >= '0' && c <= '9') || c == '.'; }) &&
                     std::count(host.begin(), host.end(), '.') == 3;
@@ -40,7 +40,7 @@ std::string civetwebListeningPort(const std::string& address) {
     throw UsageError("--web.listen-address: host \"" + host +
                      "\" must be an IP address ([::1] for IPv6) or localhost");
   }
-  return host + ":" + port;
+  return {ipv6 ? host.substr(1, host.size() - 2) : host, std::stoi(port)};
 }
 
 std::string versionText() {
@@ -50,7 +50,7 @@ std::string versionText() {
 void declareFlags(CommandLine& cli, ExporterOptions& o) {
   cli.custom("web.listen-address", "ADDR", "where to serve", o.listenAddress,
              [&o](const std::string& v) {
-               civetwebListeningPort(v);  // validates
+               parseListenAddress(v);  // validates
                o.listenAddress = v;
              });
   cli.custom(
@@ -66,6 +66,13 @@ void declareFlags(CommandLine& cli, ExporterOptions& o) {
                if (v.empty()) throw badValue("web.config.file", "a file name", v);
                o.webConfigFile = v;
              });
+  cli.integer("web.max-connections", "N",
+              "connections open at once; one more is refused as it is accepted",
+              o.webMaxConnections, 1, 100'000);
+  cli.integer("web.max-connections-per-client", "N",
+              "connections open at once from one client address; one more is refused as it is "
+              "accepted",
+              o.webMaxConnectionsPerClient, 1, 100'000);
   cli.custom("log.level", "LEVEL", "debug, info, warn or error", "info",
              [&o](const std::string& v) {
                const auto level = parseLogLevel(v);
@@ -80,8 +87,10 @@ void declareFlags(CommandLine& cli, ExporterOptions& o) {
                milliseconds(100));
   cli.duration("ratio-window", "window of the three ratio gauges", o.ratioWindow,
                milliseconds(1000));
-  cli.integer("max-tracked-gaps", "N", "per table, ids awaiting their row", o.maxTrackedGaps, 1,
-              10'000'000);
+  cli.integer("max-tracked-gaps", "N",
+              "per table, ranges of ids awaiting their rows; at the bound new rows wait (never "
+              "dropped)",
+              o.maxTrackedGaps, 1, 10'000'000);
   cli.duration("standby.statement-bound",
                "on a hot standby, the longest an insert on the primary may run; a gap in the ids "
                "is declared permanent only after it",
@@ -90,6 +99,10 @@ void declareFlags(CommandLine& cli, ExporterOptions& o) {
               "biz_type label values kept; further ones count as \"other\" "
               "(--reconcile-biz-types are always kept)",
               o.maxBizTypes, 1, 100'000);
+  cli.integer("max-currencies", "N",
+              "currency label values kept (ISO 4217 codes only); further ones, and codes ISO 4217 "
+              "does not list, count as \"other\"",
+              o.maxCurrencies, 1, 1'000);
 
   // Each collector's own flags, then its switches; naming both switches is a contradiction.
   auto named = std::make_shared<std::set<std::string>>();

@@ -25,6 +25,9 @@ struct ExporterOptions {
   std::string listenAddress = ":9477";
   std::string telemetryPath = "/metrics";
   std::optional<std::string> webConfigFile;
+  // The web door's limits (web_server.hpp): connections open at once, in all and per client.
+  int webMaxConnections = 1024;
+  int webMaxConnectionsPerClient = 32;
   LogLevel logLevel = LogLevel::Info;
 
   std::optional<std::string> dbDsn;  // else IDEMWATCH_DSN, else libpq's environment
@@ -41,9 +44,12 @@ struct ExporterOptions {
   // Distinct biz_type label values kept (first come first kept, reconcileBizTypes always);
   // further ones are counted under biz_type="other".
   std::size_t maxBizTypes = 100;
+  // Distinct currency label values kept (ISO 4217 codes, first come first kept); any other
+  // currency is published as currency="other".
+  std::size_t maxCurrencies = 20;
 
   // Ids below the high-water mark whose rows are not visible yet, per table (see
-  // incremental_reader.hpp). Past this, the oldest are given up and counted as abandoned.
+  // incremental_reader.hpp). At this many ranges of ids awaiting their rows, new rows wait.
   std::size_t maxTrackedGaps = 100'000;
   // On a hot standby, how long the primary's inserts into the counted tables may run at most: a gap
   // in the ids is proven permanent only once the standby replayed a commit this much later
@@ -80,8 +86,12 @@ ExporterOptions parseOptions(const std::vector<std::string>& arguments);
 
 std::string versionText();
 
-// "host:port" as civetweb wants it in listening_ports: ":9477" -> "9477" (every IPv4 address),
-// "127.0.0.1:9477", "[::1]:9477"; "localhost" becomes 127.0.0.1. Throws UsageError.
-std::string civetwebListeningPort(const std::string& listenAddress);
+// --web.listen-address read: ":9477" and "0.0.0.0:9477" (every IPv4 address: host empty),
+// "127.0.0.1:9477", "[::1]:9477" (host ::1); "localhost" becomes 127.0.0.1. Throws UsageError.
+struct ListenAddress {
+  std::string host;  // an IP address; empty for every IPv4 address
+  int port = 0;
+};
+ListenAddress parseListenAddress(const std::string& listenAddress);
 
 }  // namespace idem::exporter

@@ -104,7 +104,7 @@ void setCertificateAndKey(SSL_CTX* ctx, const TlsServerConfig& tls) {
 }
 
 void setProtocol(SSL_CTX* ctx, const TlsServerConfig& tls) {
-  // civetweb set SSL_OP_NO_* from its own ssl_protocol_version; the toolkit's versions rule.
+  // No SSL_OP_NO_* left from a default: the toolkit's versions rule.
   SSL_CTX_clear_options(ctx, SSL_OP_NO_SSLv3 | SSL_OP_NO_TLSv1 | SSL_OP_NO_TLSv1_1 |
                                  SSL_OP_NO_TLSv1_2 | SSL_OP_NO_TLSv1_3);
   // OpenSSL 3 allows TLS 1.0 and 1.1 only at security level 0; asked for, they are honoured.
@@ -155,8 +155,7 @@ void setClientVerification(SSL_CTX* ctx, const TlsServerConfig& tls) {
   if (SSL_CTX_set_ex_data(ctx, configIndex(), const_cast<TlsServerConfig*>(&tls)) != 1)
     fail("the TLS settings cannot be attached");
   SSL_CTX_set_verify(ctx, mode, mode == SSL_VERIFY_NONE ? nullptr : verifyClient);
-  // Sessions resumed with a client certificate need an id context (civetweb sets one only when
-  // it configures the context itself).
+  // Sessions resumed with a client certificate need an id context.
   static const unsigned char id[] = "idemwatch-exporter";
   SSL_CTX_set_session_id_context(ctx, id, sizeof id - 1);
 }

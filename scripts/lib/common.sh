@@ -6,7 +6,7 @@ IDEMWATCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # Everything the build, the tests and the demo need, from Debian's archive.
 IDEMWATCH_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
-  libpqxx-dev libssl-dev nlohmann-json3-dev prometheus-cpp-dev libcivetweb-dev
+  libpqxx-dev libssl-dev nlohmann-json3-dev prometheus-cpp-dev libcivetweb-dev libboost-dev
   qt6-base-dev qt6-charts-dev libgl-dev
   postgresql postgresql-contrib pgbouncer
   prometheus xvfb openssl curl shellcheck

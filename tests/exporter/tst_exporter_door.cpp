@@ -71,6 +71,32 @@ std::string rawHttp(int port, const std::string& request, int timeoutMs = 5000) 
   return answer;
 }
 
+// A connection from `source` (any address of 127/8) that sends nothing; -1 when it cannot connect.
+int connectFrom(const char* source, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  inet_pton(AF_INET, source, &local.sin_addr);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the server closed `fd` within timeoutMs (end of stream or a reset).
+bool closedByServer(int fd, int timeoutMs) {
+  pollfd p{fd, POLLIN, 0};
+  if (poll(&p, 1, timeoutMs) <= 0) return false;
+  char c;
+  return recv(fd, &c, 1, 0) <= 0;
+}
+
 int statusOf(const std::string& answer) {
   return answer.rfind("HTTP/1.1 ", 0) == 0 ? std::atoi(answer.c_str() + 9) : 0;
 }
@@ -191,9 +217,6 @@ class TestExporterDoor : public QObject {
   void initTestCase() {
     db_ = std::make_unique<TestDatabase>("tst_exporter_door");
     QVERIFY(dir_.isValid());
-    // The exporter's first start loads its OpenSSL 3 shims for civetweb (tls_compat/); Qt's TLS
-    // backend, asked first, would take the name "libssl.so" before them.
-    { RunningExporter plain(testOptions(db_->dsn())); }
     if (!QSslSocket::supportsSsl()) QFAIL("Qt has no TLS backend here; the HTTPS tests cannot run");
     openssl({"req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
              "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", "server.key",
@@ -204,7 +227,7 @@ class TestExporterDoor : public QObject {
                     QStringLiteral("alice.example"));
     serverCertificate_ = QSslCertificate::fromPath(path(QStringLiteral("server.crt"))).value(0);
     QVERIFY(!serverCert().isNull());
-    // The process' default trust store holds the other CA: civetweb's own set-up would trust it.
+    // The process' default trust store holds the other CA: a context that loaded it would trust it.
     QFile bundle(path(QStringLiteral("default-store.pem")));
     QVERIFY(bundle.open(QIODevice::WriteOnly));
     QFile other(path(QStringLiteral("other-ca.crt")));
@@ -335,8 +358,7 @@ class TestExporterDoor : public QObject {
     }
   }
 
-  // A request whose head never ends is dropped after the header timeout (2.5 s), not civetweb's
-  // default 30 s nor the 10 s it used to be.
+  // A request whose head never ends is dropped after the header timeout (2.5 s).
   void aHalfSentRequestIsDroppedAfterTheHeaderTimeout() {
     auto e = start("basic_auth_users:\n  prometheus: " + bcrypt("s3cret", 5) + "\n");
     const auto begin = Clock::now();
@@ -396,6 +418,76 @@ class TestExporterDoor : public QObject {
     QCOMPARE(failures, 0);
     QVERIFY2(latencies.back() < 2000, "an authorised scrape waited 2 s or more");
     QVERIFY(wrongAnswers > 0);  // the wrong passwords were really being checked
+  }
+
+  // Connections beyond --web.max-connections-per-client from one address are refused as they
+  // are accepted, and counted; another client's scrape is answered meanwhile.
+  void connectionsBeyondTheClientLimitAreRefusedAtAccept() {
+    auto options = testOptions(db_->dsn());
+    options.webMaxConnectionsPerClient = 5;
+    RunningExporter e(options);
+    std::vector<int> held;
+    for (int i = 0; i < 5; ++i) held.push_back(connectFrom("127.0.0.2", e.port()));
+    QVERIFY(std::all_of(held.begin(), held.end(), [](int fd) { return fd >= 0; }));
+    QTest::qWait(200);  // accepted and counted
+    const int sixth = connectFrom("127.0.0.2", e.port());
+    QVERIFY(sixth >= 0);
+    QVERIFY2(closedByServer(sixth, 1000), "the sixth connection was not refused at once");
+    close(sixth);
+    QVERIFY(!closedByServer(held.front(), 200));  // the five are still open, awaiting a head
+    const std::string scrape = rawHttp(e.port(), get("/metrics"));
+    QCOMPARE(statusOf(scrape), 200);
+    QVERIFY(contains(scrape,
+                     "idempotency_exporter_http_connections_refused_total{limit=\"client\"} 1"));
+    for (int fd : held) close(fd);
+  }
+
+  // Hundreds of connections that never start their TLS handshake, from other addresses, hold
+  // nothing an authorised scrape needs: each is answered, and the door drops the silent ones once
+  // their handshake time is up.
+  void handshakesThatNeverStartStarveNoScrape() {
+    auto e = start(std::string("tls_server_config:\n") + kServerTls +
+                   "basic_auth_users:\n  prometheus: " + bcrypt("s3cret", 5) + "\n");
+    std::vector<int> silent;
+    for (const char* source : {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"}) {
+      for (int i = 0; i < 60; ++i) silent.push_back(connectFrom(source, e->port()));
+    }
+    QTest::qWait(300);
+    QNetworkAccessManager manager;
+    for (int i = 0; i < 10; ++i) {
+      QNetworkRequest r{QUrl(https(*e))};
+      QSslConfiguration ssl = QSslConfiguration::defaultConfiguration();
+      ssl.setCaCertificates({serverCert()});
+      r.setSslConfiguration(ssl);
+      r.setRawHeader("Authorization", basic("prometheus:s3cret"));
+      QNetworkReply* reply = manager.get(r);
+      QEventLoop loop;
+      QTimer::singleShot(10000, &loop, &QEventLoop::quit);
+      QObject::connect(reply, &QNetworkReply::finished, &loop, &QEventLoop::quit);
+      if (!reply->isFinished()) loop.exec();
+      QCOMPARE(reply->attribute(QNetworkRequest::HttpStatusCodeAttribute).toInt(), 200);
+      const QByteArray body = reply->readAll();
+      delete reply;
+      if (i == 9) {
+        // 4 addresses x 32 held, the rest refused at accept.
+        QVERIFY2(body.contains(
+                     "idempotency_exporter_http_connections_refused_total{limit=\"client\"} 112"),
+                 body.constData());
+      }
+    }
+    QVERIFY(closedByServer(silent.back() >= 0 ? silent.back() : silent.front(), 4000));
+    for (int fd : silent) close(fd);
+  }
+
+  // Requests without a login are answered 401 and spend nothing of the rate limit: the scraper's
+  // allowance is its own (a bucket per user).
+  void anonymousRequestsDoNotSpendTheScrapersRateLimit() {
+    auto e = start("basic_auth_users:\n  prometheus: " + bcrypt("s3cret", 5) +
+                   "\nrate_limit: {interval: 10s, burst: 3}\n");
+    for (int i = 0; i < 30; ++i) QCOMPARE(statusOf(rawHttp(e->port(), get("/metrics"))), 401);
+    const std::string scrape = get("/metrics", basic("prometheus:s3cret"));
+    for (int i = 0; i < 3; ++i) QCOMPARE(statusOf(rawHttp(e->port(), scrape)), 200);
+    QCOMPARE(statusOf(rawHttp(e->port(), scrape)), 429);  // its own burst of 3 is used up
   }
 
   void flowStyleAndEveryToolkitKeyAreAccepted() {

@@ -149,9 +149,10 @@ class TestExporterFlags : public QObject {
     QCOMPARE(c.ratioWindow, milliseconds(3600000));
     QCOMPARE(c.reconcileBizTypes, (std::vector<std::string>{"payment", "refund"}));
     QCOMPARE(c.dbDsn, std::optional<std::string>("dbname=x"));
-    QCOMPARE(civetwebListeningPort(":9477"), std::string("9477"));
-    QCOMPARE(civetwebListeningPort("localhost:9"), std::string("127.0.0.1:9"));
-    QCOMPARE(civetwebListeningPort("[::1]:9477"), std::string("[::1]:9477"));
+    QCOMPARE(parseListenAddress(":9477").host, std::string());
+    QCOMPARE(parseListenAddress(":9477").port, 9477);
+    QCOMPARE(parseListenAddress("localhost:9").host, std::string("127.0.0.1"));
+    QCOMPARE(parseListenAddress("[::1]:9477").host, std::string("::1"));
   }
 
   void badFlagsAreNamed() {
