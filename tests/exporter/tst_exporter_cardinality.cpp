@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <set>
 
+#include "collectors/currencies.hpp"
 #include "exporter_harness.hpp"
 #include "metric_keys.hpp"
 #include "test_database.hpp"
@@ -89,6 +90,42 @@ class TestExporterCardinality : public QObject {
  private slots:
   void initTestCase() { db_ = std::make_unique<TestDatabase>("tst_exporter_cardinality"); }
   void init() { db_->reset(); }
+
+  // The review's ledger: one business object with DEBITs in 300 currencies (ISO 4217 codes and
+  // three letters that are none). The currency label keeps ISO codes only, the first
+  // --max-currencies of them; the rest is summed under "other", and nothing owed is lost.
+  void threeHundredCurrenciesStayWithinTheBound() {
+    auto options = testOptions(db_->dsn());
+    options.maxCurrencies = 5;
+    RunningExporter e(options);
+    QVERIFY(e.waitForCollections(1));
+    db_->exec(
+        "SELECT idem.record_fund_flow('payment', 'o-many', 'DEBIT', 100, code, 'gw-' || code) "
+        "FROM (SELECT chr(65 + i / 26 / 26 % 26) || chr(65 + i / 26 % 26) || chr(65 + i % 26) "
+        "AS code FROM generate_series(0, 17575, 59) AS i) AS c");
+    QCOMPARE(db_->scalar("SELECT count(DISTINCT currency) FROM idem.fund_flows"), 298LL);
+    const double owed = double(
+        db_->scalar("SELECT sum(owed_minor) FROM idem.overcharged_objects('{payment}', '1 day')"));
+    QVERIFY(owed > 0);
+    QVERIFY(waitUntil([&] {
+      double total = 0;
+      for (const auto& [key, v] : e.scrape()) {
+        if (key.starts_with("idempotency_overcharged_amount_minor{")) total += v;
+      }
+      return total == owed;
+    }));
+    std::set<std::string> currencies;
+    for (const auto& [key, v] : e.scrape()) {
+      if (!key.starts_with("idempotency_overcharged_amount_minor{")) continue;
+      const auto at = key.find("currency=\"");
+      currencies.insert(key.substr(at + 10, key.find('"', at + 10) - at - 10));
+    }
+    QVERIFY2(currencies.size() <= 6, std::to_string(currencies.size()).c_str());
+    QVERIFY(currencies.contains("other"));
+    for (const std::string& c : currencies) {
+      QVERIFY2(c == "other" || exporter::isIso4217(c), c.c_str());
+    }
+  }
 
   void fiveThousandBizTypesStayWithinTheBound() {
     StderrCapture log;

@@ -20,8 +20,9 @@ SELECT biz_type, currency, count(DISTINCT biz_id)::float8, sum(owed_minor)::floa
 
 }  // namespace
 
-OverchargesCollector::OverchargesCollector(ReconciliationSettings settings)
-    : MoneyQuestionCollector(std::move(settings)) {
+OverchargesCollector::OverchargesCollector(ReconciliationSettings settings,
+                                           std::size_t maxCurrencies)
+    : MoneyQuestionCollector(std::move(settings)), currencies_(maxCurrencies) {
   for (const std::string& biz : settings_.bizTypes) objects_[biz] = 0;
 }
 
@@ -37,7 +38,7 @@ void OverchargesCollector::update(pqxx::connection& connection) {
     if (row[1].is_null()) {
       objects[row[0].c_str()] = row[2].as<double>();
     } else {
-      amounts[{row[0].c_str(), row[1].c_str()}] = row[3].as<double>();
+      amounts[{row[0].c_str(), currencies_.labelOf(row[1].c_str())}] += row[3].as<double>();
     }
   }
   std::lock_guard lock(mutex_);
@@ -73,7 +74,8 @@ void OverchargesCollector::collect(std::vector<prometheus::MetricFamily>& out) c
     // Its flags are the reconciliation's (--reconcile-interval, -window, -biz-types).
     .make =
         [](const CollectorContext& c) {
-          return std::make_unique<OverchargesCollector>(ReconciliationSettings::from(c.options));
+          return std::make_unique<OverchargesCollector>(ReconciliationSettings::from(c.options),
+                                                        c.options.maxCurrencies);
         },
 });
 

@@ -6,21 +6,24 @@
 // idempotency_overcharged_business_objects{biz_type} and
 // idempotency_overcharged_amount_minor{biz_type,currency}. Unlike the duplicate counter, which
 // only rises, both fall back to 0 once the refunds are recorded, so an alert on them resolves
-// when the money is back; a currency's series, once seen, stays (at 0). Before migration 012 it
-// fails as the reconciliation does (reconciliation_collector.hpp).
+// when the money is back; a currency's series, once seen, stays (at 0). Currencies are bounded
+// (currencies.hpp): ISO 4217 codes, the first --max-currencies of them; any other is summed under
+// currency="other". Before migration 012 it fails as the reconciliation does
+// (reconciliation_collector.hpp).
 #pragma once
 
 #include <map>
 #include <string>
 #include <utility>
 
+#include "collectors/currencies.hpp"
 #include "collectors/reconciliation_collector.hpp"
 
 namespace idem::exporter {
 
 class OverchargesCollector : public MoneyQuestionCollector {
  public:
-  explicit OverchargesCollector(ReconciliationSettings settings);
+  OverchargesCollector(ReconciliationSettings settings, std::size_t maxCurrencies);
 
   std::string_view name() const override { return "overcharges"; }
   void update(pqxx::connection& connection) override;
@@ -29,6 +32,7 @@ class OverchargesCollector : public MoneyQuestionCollector {
  private:
   std::map<std::string, double> objects_;                          // by biz type
   std::map<std::pair<std::string, std::string>, double> amounts_;  // by (biz type, currency)
+  Currencies currencies_;                                          // collection thread only
 };
 
 }  // namespace idem::exporter
