@@ -34,7 +34,10 @@ Exporter::Exporter(const ExporterOptions& options) {
   WebServerSettings web;
   web.listenAddress = options.listenAddress;
   web.telemetryPath = options.telemetryPath;
+  web.limits.maxConnections = options.webMaxConnections;
+  web.limits.maxPerClient = options.webMaxConnectionsPerClient;
   if (options.webConfigFile) web.webConfig = loadWebConfig(*options.webConfigFile);
+  for (const auto& warning : web.webConfig.warnings) logWarn(warning);
 
   ConnectionSettings connection = ConnectionSettings::resolve(options.dbDsn);
   connection.statementTimeout = options.statementTimeout;

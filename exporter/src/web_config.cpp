@@ -5,11 +5,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 #include "idem/duration.hpp"
 
@@ -308,7 +310,7 @@ void httpConfig(const Node& node, WebConfig& config) {
       if (boolean(value, "http_server_config.http2")) {
         fail(value,
              "http_server_config.http2: true cannot be honoured: this exporter's web server "
-             "(civetweb) serves HTTP/1.1 only; set it to false");
+             "serves HTTP/1.1 only; set it to false");
       }
       continue;
     }
@@ -411,6 +413,28 @@ WebConfig parseWebConfig(std::string_view text, const std::filesystem::path& bas
   return config;
 }
 
+namespace {
+
+// A private key's file should be the owner's alone. A service run as a systemd dynamic user
+// reads a 0600 root:root key through LoadCredential=, so nothing needs it wider.
+void warnAboutAReadableKey(WebConfig& config) {
+  if (!config.tls || config.tls->keyFile.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::perms p = fs::status(config.tls->keyFile, error).permissions();
+  if (error) return;
+  const fs::perms others = fs::perms::group_all | fs::perms::others_all;
+  if ((p & others) == fs::perms::none) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(p) & 07777U);
+  config.warnings.push_back(
+      "tls_server_config.key_file " + config.tls->keyFile.string() +
+      " may be read by users other than its owner (mode " + mode +
+      "): make it 0600 and hand it to the service with LoadCredential= (see README.Debian)");
+}
+
+}  // namespace
+
 WebConfig loadWebConfig(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) throw WebConfigError("--web.config.file " + file.string() + ": cannot be read");
@@ -418,7 +442,9 @@ WebConfig loadWebConfig(const std::filesystem::path& file) {
   text << in.rdbuf();
   if (in.bad()) throw WebConfigError("--web.config.file " + file.string() + ": cannot be read");
   try {
-    return parseWebConfig(text.str(), std::filesystem::absolute(file).parent_path());
+    WebConfig config = parseWebConfig(text.str(), std::filesystem::absolute(file).parent_path());
+    warnAboutAReadableKey(config);
+    return config;
   } catch (const WebConfigError& e) {
     throw WebConfigError("--web.config.file " + file.string() + ": " + e.what());
   }

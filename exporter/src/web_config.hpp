@@ -1,5 +1,5 @@
 // --web.config.file: the Prometheus exporter toolkit's web configuration, read with yaml-cpp, as
-// far as Debian's civetweb 1.15 (under prometheus-cpp 1.0) can honour it: TLS from files or
+// far as this exporter's HTTP/1.1 web server can honour it: TLS from files or
 // inline PEM with all five client_auth_type policies, client_allowed_sans, cipher suites, curves
 // and TLS versions by the toolkit's (Go's) names; the toolkit's response headers; its rate limit;
 // basic auth with bcrypt hashes. What the toolkit refuses at load time is refused here at start,
@@ -66,6 +66,8 @@ struct WebConfig {
   std::map<std::string, std::string> basicAuthUsers;  // user -> bcrypt hash
   std::map<std::string, std::string> headers;         // http_server_config.headers
   RateLimit rateLimit;
+  // What loads but should not stay as it is (a TLS key others may read), for the start-up log.
+  std::vector<std::string> warnings;
 };
 
 class WebConfigError : public std::runtime_error {

@@ -133,6 +133,22 @@ class TestExporterWeb : public QObject {
         0);
   }
 
+  void aKeyOthersMayReadIsWarnedAboutAtStart() {
+    namespace fs = std::filesystem;
+    const fs::path key = path("server.key").toStdString();
+    writeFile(path("key.yml"),
+              "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n");
+    fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                             fs::perms::others_read);
+    const auto wide = exporter::loadWebConfig(path("key.yml").toStdString());
+    QCOMPARE(wide.warnings.size(), std::size_t{1});
+    QVERIFY2(wide.warnings.front().find("mode 0644") != std::string::npos &&
+                 wide.warnings.front().find("LoadCredential=") != std::string::npos,
+             wide.warnings.front().c_str());
+    fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);
+    QVERIFY(exporter::loadWebConfig(path("key.yml").toStdString()).warnings.empty());
+  }
+
   void webConfigErrorsNameTheProblem() {
     QVERIFY(configError("").empty());  // an empty file: no TLS, no auth
     QVERIFY(configError("nonsense: 1\n").find("unknown key \"nonsense\"") != std::string::npos);

@@ -92,12 +92,8 @@ check_versions() {
     grep -q "$version" <<<"$out" || fail "${program##*/} --version does not say $version: $out"
     pass "${program##*/} --version: $out"
   done
-  # The exporter loads its TLS helpers from ../lib/idemwatch, as installed.
-  local lib
-  for lib in libidemwatch_civetweb_libssl.so libidemwatch_civetweb_libcrypto.so; do
-    [ -f "$root/usr/lib/idemwatch/$lib" ] || fail "$lib not in /usr/lib/idemwatch"
-    if ldd "$root/usr/lib/idemwatch/$lib" | grep -q 'not found'; then fail "$lib: libraries not found"; fi
-  done
+  # The exporter needs no library of its own beside it (its web server is built in).
+  [ ! -e "$root/usr/lib/idemwatch" ] || fail "/usr/lib/idemwatch should not exist any more"
 }
 
 units() { find "$root/usr/lib/systemd/system" -name 'idemwatch-*' -type f | sort; }
@@ -117,6 +113,15 @@ check_units() {
       fail "verify ${unit##*/}: $out"
     fi
   done
+  # The TLS key reaches the dynamic user as a credential; no shipped text asks for a readable key.
+  local example=$root/etc/idemwatch/web-config.yml.example
+  grep -Eq '^ *key_file: /run/credentials/idemwatch-exporter\.service/' "$example" ||
+    fail "web-config.yml.example: key_file is not the service's credential"
+  if grep -Rn '0644\|0640\|0444' "$example" "$root/usr/share/doc/idemwatch-exporter/README.Debian"; then
+    fail "the exporter's documents suggest a key mode others may read"
+  else
+    pass "the TLS key is handed over as a credential"
+  fi
 }
 
 # exposure_of UNIT_FILE: the overall exposure systemd-analyze gives it, e.g. 1.8.
