@@ -10,6 +10,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
@@ -250,8 +251,10 @@ void WebServer::Door::release(const net::ip::address& client) {
 net::awaitable<void> WebServer::Door::accept(tcp::acceptor& acceptor) {
   for (;;) {
     boost::system::error_code ec;
-    tcp::socket socket =
-        co_await acceptor.async_accept(net::redirect_error(net::use_awaitable, ec));
+    // Each connection on a strand of its own: the I/O threads share the io_context, and a
+    // stream's timer, its TLS engine and its reads must never run on two threads at once.
+    tcp::socket socket = co_await acceptor.async_accept(
+        net::make_strand(io_), net::redirect_error(net::use_awaitable, ec));
     if (ec == net::error::operation_aborted) co_return;
     if (ec) continue;  // a connection reset before it was taken, out of descriptors: go on
     boost::system::error_code peerError;
@@ -264,7 +267,8 @@ net::awaitable<void> WebServer::Door::accept(tcp::acceptor& acceptor) {
       socket.close(peerError);
       continue;
     }
-    net::co_spawn(acceptor.get_executor(), serve(std::move(socket), client), net::detached);
+    const auto strand = socket.get_executor();
+    net::co_spawn(strand, serve(std::move(socket), client), net::detached);
   }
 }
 

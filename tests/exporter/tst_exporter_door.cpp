@@ -479,6 +479,54 @@ class TestExporterDoor : public QObject {
     for (int fd : silent) close(fd);
   }
 
+  // Two I/O threads serve every connection, and a connection's handshake timer, its TLS engine
+  // and its reads must never run on both at once. Connections that trickle a TLS record one byte
+  // at a time until their handshake time runs out keep reads and timers completing together on
+  // both threads; the door counts every drop and answers the scrape afterwards, in one process.
+  void tricklingHandshakesOnBothIoThreadsAreServedOneAtATime() {
+    auto e = start(std::string("tls_server_config:\n") + kServerTls);
+    const int port = e->port();
+    std::atomic<bool> stop{false};
+    std::atomic<int> opened{0};
+    std::vector<std::thread> load;
+    for (const char* source : {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"}) {
+      for (int i = 0; i < 24; ++i) {
+        load.emplace_back([&, source] {
+          // A handshake record announcing 16 KiB, of which only single bytes ever arrive.
+          const char header[] = {0x16, 0x03, 0x01, 0x40, 0x00};
+          while (!stop) {
+            const int fd = connectFrom(source, port);
+            if (fd < 0) continue;
+            ++opened;
+            bool open = send(fd, header, sizeof header, MSG_NOSIGNAL) == sizeof header;
+            while (open && !stop) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(2));
+              open = send(fd, "\x01", 1, MSG_NOSIGNAL) == 1;
+            }
+            close(fd);
+          }
+        });
+      }
+    }
+    // And connections from one more address as fast as they come, most refused at accept.
+    for (int i = 0; i < 16; ++i) {
+      load.emplace_back([&] {
+        while (!stop) {
+          const int fd = connectFrom("127.0.0.6", port);
+          if (fd < 0) continue;
+          ++opened;
+          send(fd, "\x16\x03\x01\x00\x05\x01", 6, MSG_NOSIGNAL);
+          close(fd);
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(8));  // three rounds of handshake timeouts
+    stop = true;
+    for (std::thread& t : load) t.join();
+    QVERIFY(opened >= 96 * 2);  // every trickler was dropped and came back at least once
+    QCOMPARE(httpsStatus(https(*e), serverCert()), 200);  // the same process, still serving
+  }
+
   // Requests without a login are answered 401 and spend nothing of the rate limit: the scraper's
   // allowance is its own (a bucket per user).
   void anonymousRequestsDoNotSpendTheScrapersRateLimit() {
