@@ -1,5 +1,5 @@
 -- The idem schema: four tables and the constraints that make their laws hold whatever the client.
--- Contract: shared/contract/schema.md. Names here are public interface; keep them.
+-- Contract: docs/contract/schema.md. Names here are public interface; keep them.
 
 CREATE SCHEMA IF NOT EXISTS idem;
 

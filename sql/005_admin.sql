@@ -1,4 +1,4 @@
--- The admin app's one index of its own (gui/, issue 4).
+-- The admin app's one index of its own (gui/).
 --
 -- Its biz_id filter is "starts with", sent as  biz_id COLLATE "C" ^@ $1 . Only under the "C"
 -- collation can a btree index answer that as a range scan (the database's default collation,

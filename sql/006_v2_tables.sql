@@ -24,10 +24,10 @@ ALTER TABLE idem.records
     ADD COLUMN claim_token_hash bytea;
 
 -- A version-1 FAILED record was re-claimable by definition, except where version 1 let `fail`
--- declare an UNKNOWN record FAILED (issue 8, hole 1): its outcome is uncertain, so it stays final
--- (a retry is replayed the failure) until a person corrects it. v1 records in flight keep no token:
--- their v1 clients cannot answer through the v2 functions, so they expire to UNKNOWN and are
--- reconciled or settled like any stuck record.
+-- declare an UNKNOWN record FAILED (the path version 2 closes): its outcome is uncertain, so it
+-- stays final (a retry is replayed the failure) until a person corrects it. v1 records in flight
+-- keep no token: their v1 clients cannot answer through the v2 functions, so they expire to
+-- UNKNOWN and are reconciled or settled like any stuck record.
 -- The records trigger is off for this one statement: it would stamp updated_at (and the upgrade
 -- must leave every version-1 value as it was); no status changes, so there is no history to write.
 ALTER TABLE idem.records DISABLE TRIGGER records_guard;

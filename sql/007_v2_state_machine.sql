@@ -5,8 +5,8 @@
 -- The contract's transition table, as (from, to, actor kind) alone; the conditions that need the
 -- row (a lease, retry_allowed, money moved) are checked by idem.records_guard below. The exporter
 -- cross-checks its copy of the table against this function.
--- Version 2 removes UNKNOWN -> FAILED by the system (issue 8, hole 1), adds the reconciler and the
--- operator's FAILED -> SUCCESS correction.
+-- Version 2 removes UNKNOWN -> FAILED by the system (an uncertain outcome is never a failure),
+-- adds the reconciler and the operator's FAILED -> SUCCESS correction.
 CREATE OR REPLACE FUNCTION idem.transition_allowed(from_status text, to_status text, actor_kind text)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE

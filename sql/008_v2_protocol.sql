@@ -2,7 +2,7 @@
 -- claim tokens, final failures, the reconciler's functions and retention that leaves tombstones.
 --
 -- The version-1 signatures are dropped, not kept beside the new ones: a 3-argument complete that
--- needs no token would be the very hole the token closes (issue 8, hole 4).
+-- needs no token would let any writer finish another's claim, the very thing the token prevents.
 --
 -- State-changing functions return (result, status, version): result is ok, conflict (the version
 -- moved on), invalid_transition, not_found, not_claimant (the claim token does not match),

@@ -1,4 +1,4 @@
--- One definition of each condition the readers share (issue 9, point 6). The admin app, the
+-- One definition of each condition the readers share. The admin app, the
 -- exporter and the simulator wrote "stuck" themselves, and the exporter kept its own copy of the
 -- state machine; they now ask the schema.
 --

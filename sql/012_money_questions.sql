@@ -1,4 +1,4 @@
--- One definition of each money question (issue 11), read by the exporter, the admin app and the
+-- One definition of each money question, read by the exporter, the admin app and the
 -- runbooks alike, instead of three copies of the SQL that drift:
 --   idem.money_moved_without_success   a DEBIT or CAPTURE, no SUCCESS record nor tombstone
 --   idem.success_without_money_moved   a SUCCESS record, no DEBIT or CAPTURE flow

@@ -1,4 +1,4 @@
--- The money questions at the exporter's default window (issue 11): 24 hours of a busy ledger is
+-- The money questions at the exporter's default window: 24 hours of a busy ledger is
 -- about 55,000 charged business objects, and 012 probed the other table by index once or twice for
 -- each of them (a second or more per question at 10M rows, docs/benchmarks.md). Here each question
 -- first sets aside, in one hash join, the objects that are plainly fine, and probes only the rest:

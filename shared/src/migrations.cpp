@@ -191,18 +191,27 @@ std::vector<std::string> functionGrantDifferences(pqxx::transaction_base& tx) {
 
 namespace {
 
-// Texts of an applied migration that were released and then replaced, each by a text that ends
-// in the same schema once the later migrations ran: a database that applied one is not refused.
-// 008 as released in stops 14 and 16 added begin's in-statement tombstone check under retention's
-// lock and purge's exclusive hold to the text of its first release (stops up to 13, and 15),
-// which the file holds; 011 (CREATE OR REPLACE of idem.begin and idem.purge, the only functions
-// the texts differ in) brings either to the same functions.
+// Texts of a migration that were released and later replaced, each by a text that ends in the
+// same schema: a database that applied one is not refused. Two kinds:
+// - comments reworded, the statements untouched (001, 005-008, 010, 012, 013);
+// - 008's second released text, which also put begin's in-statement tombstone check under
+//   retention's lock and gave purge its exclusive hold; 011 (CREATE OR REPLACE of idem.begin and
+//   idem.purge, the only functions the two texts differ in) brings either to the same functions.
+// Any other text of an applied migration is refused.
 struct EarlierText {
   int version;
   std::string_view checksum;
 };
 constexpr EarlierText kEarlierTexts[] = {
+    {1, "e12303dcb4454fb2669117d83f70a2ae82a1546244612e73f5b6e46cf0eb7731"},
+    {5, "dc894d985ac05403ac1215aeb87adcbeded74ce085df5c1c9b2160d7df48cb85"},
+    {6, "74d84a12a22fedd1f6696bc06e594bfb12529c9ee0ab7aa7b68c2b609660726b"},
+    {7, "6f634bcf031360c97414343c7289314a5b78fd23bf6c77f6b98a7c63aa0d3fe7"},
+    {8, "bb36a77114bbbb7e4d636f3673d46afb2e268866c10f1c443f13eae795cdcb09"},
     {8, "c7ea87ed222a9e991b32ce76f31c03aea64e805ed78218189f588a1490e9fa00"},
+    {10, "2b7988ffb30abc5695a3a186954d5afb6f08cf61ec3962adb9ae027a88f9b6e1"},
+    {12, "b758e4b89bbfe014f6022ab48c270d57c684de584e669e96cd6dc3228a82377c"},
+    {13, "249fa4b955e461c13e7dd7d85c25df39d54884364c3d6efa1dfb20c6ffe7f7ca"},
 };
 
 bool isEarlierText(int version, std::string_view checksum) {
