@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The biz_type bound (issue 10, part 3): scrape size, series count and exporter memory as the
+# The biz_type bound: scrape size, series count and exporter memory as the
 # number of distinct biz types grows, with the bound (--max-biz-types, default 100) and, for
 # contrast, with the bound lifted out of the way (--max-biz-types 100000, what an unbounded
 # exporter would do). Each biz type is as wide as the v2 schema allows (64 characters), each

@@ -2,7 +2,7 @@
 // deep in the table, for an exact-key search and a biz_id prefix search, and how long the GUI
 // thread was ever blocked meanwhile. It drives the real DatabaseSession (worker thread),
 // RecordTableModel and RecordTableView, and times from the call (setFilter, fetchMore) until the
-// rows are in the model. Targets (issue 4): first page and searches under 100 ms, no GUI stall
+// rows are in the model. Targets: first page and searches under 100 ms, no GUI stall
 // over 50 ms. Results: docs/bench/gui.md.
 //
 //   idemwatch-admin-bench --db.dsn "host=... port=... user=postgres" [--rows=10000000] [--runs=7]

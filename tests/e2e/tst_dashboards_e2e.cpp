@@ -1,4 +1,4 @@
-// End to end for the dashboards, alerts and runbooks (issue 5). Real parts only: the
+// End to end for the dashboards, alerts and runbooks. Real parts only: the
 // idemwatch-exporter binary reads a real PostgreSQL that the simulator fills with steady agent
 // traffic, and a real Prometheus scrapes it every second and loads the shipped rules
 // (dashboards/rules/*.rules.yml). Then:

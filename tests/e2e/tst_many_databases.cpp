@@ -1,4 +1,4 @@
-// Many databases, one figure (issue 10). Shards and tenants each run their own database, and each
+// Many databases, one figure. Shards and tenants each run their own database, and each
 // database its own exporter (its counters are state). Here: two databases with different traffic,
 // two idemwatch-exporter processes, one real Prometheus scraping both under one job with the
 // shipped rules (dashboards/rules/*.rules.yml, unedited). Then:

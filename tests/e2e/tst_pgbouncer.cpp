@@ -1,4 +1,4 @@
-// Through a real PgBouncer in transaction mode (issue 10, part 2): nothing is asked of the pooler
+// Through a real PgBouncer in transaction mode: nothing is asked of the pooler
 // at connect that it refuses, nothing is left in a server session for the next client, each
 // timeout holds for its own transaction, and the exporter, idemctl and the simulator work as
 // they do on a direct connection (the exporter's counters equal SQL).

@@ -1,4 +1,4 @@
-// The admin app's models through a real PgBouncer in transaction mode (issue 10, part 2): the
+// The admin app's models through a real PgBouncer in transaction mode: the
 // DatabaseSession connects, reads a page and the evidence, and settles a record; its 30 s
 // statement timeout holds in its own transactions and never reaches another client.
 #include <QtTest>

@@ -23,7 +23,7 @@ namespace {
 constexpr int kBizTypes = 5000;
 constexpr std::size_t kBound = 50;
 
-// Biz types of the widest kind the v2 schema allows (64 characters), as the reproduction.
+// Biz types of the widest kind the v2 schema allows (64 characters), as first reproduced.
 constexpr const char* kWideBizType = "'biz.' || lpad(i::text, 60, '0')";
 
 std::string labelOf(const std::string& key) {

@@ -92,7 +92,7 @@ class TestExporterStandby : public QObject {
     standby_->waitForCatchUp(*primary_);
   }
 
-  // The reproduction: one transaction holds a lower id for seconds while 60 others
+  // The first reproduction: one transaction holds a lower id for seconds while 60 others
   // commit. Against the standby the exporter used to count 60 of 61.
   void slowCommitHoldingALowerIdIsCountedOnTheStandby() {
     RunningExporter e(testOptions(standbyDsn()));

@@ -67,8 +67,8 @@ class TestExporterUpgrade : public QObject {
   }
 
   // Traffic as a version-1 agent runtime sent it: every outcome and transition version 1 had,
-  // the hole of issue 8 included (fail on an UNKNOWN record), and records left unsettled for the
-  // upgrade to carry over.
+  // its second-execution path included (fail on an UNKNOWN record), and records left unsettled for
+  // the upgrade to carry over.
   void version1Traffic() {
     auto c = db_->connect();
     pqxx::nontransaction tx(*c);

@@ -1,4 +1,4 @@
-// The operators' console views of issue 11, through the real window against a real PostgreSQL:
+// The operators' money views, through the real window against a real PostgreSQL:
 // the Reconciliation tab's rows are the money questions' rows (idem.money_moved_without_success,
 // idem.success_without_money_moved) and settle a charged UNKNOWN record SUCCESS with the charge
 // filled in as evidence (a reason still required; the history names the operator and the reason),

@@ -2,8 +2,8 @@
 // every begin outcome with its attempt row and claim token, the claimant's answers, every row of
 // the state machine and every refused transition (through the functions and through direct
 // UPDATEs), fund flows, retention, and bad input that changes nothing. Each role's rights:
-// tst_roles; the state machine per role: tst_state_machine; the bounds: tst_bounds; the holes of
-// issue 8: tst_holes.
+// tst_roles; the state machine per role: tst_state_machine; the bounds: tst_bounds; the seven
+// ways version 1 let a payment run twice: tst_version1_second_executions.
 #include <QtTest>
 
 #include "idem/database_error.hpp"

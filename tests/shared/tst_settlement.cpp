@@ -141,7 +141,7 @@ class TestSettlement : public QObject {
              1LL);
   }
 
-  // Issue 8, hole 3: FREEZE + CAPTURE moved money although no DEBIT exists.
+  // FREEZE + CAPTURE moved money although no DEBIT exists (version 1 counted DEBIT only).
   void captureAfterFreezeIsMoneyMovedAndAFreezeAloneIsNot() {
     stuck("k1", "o1", true);
     flow("o1", FundFlowKind::Freeze, "gw-hold-1");

@@ -116,7 +116,7 @@ class TestUpgrade : public QObject {
                    "proname = 'records_created'"),
              0LL);
     // A FAILED record stays re-claimable as version 1 made it, except the UNKNOWN one `fail`
-    // declared FAILED (hole 1): that stays final. Records in flight carry no token.
+    // declared FAILED (an uncertain outcome): that stays final. Records in flight carry no token.
     QCOMPARE(text("SELECT string_agg(idempotency_key || ':' || retry_allowed, ' ' ORDER BY "
                   "idempotency_key) FROM idem.records WHERE status = 'FAILED'"),
              std::string("b:true c:false f:true"));

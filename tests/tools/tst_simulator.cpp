@@ -186,8 +186,8 @@ class TestSimulator : public QObject {
     QVERIFY(db_->scalar("SELECT count(*) FROM idem.fund_flows WHERE recorded_by = 'ledger'") > 0);
   }
 
-  // A share of careless clients tries every hole of issue 8; the database refuses each one, and
-  // the ledger shows not one extra charge (a hole left open would book one under its own
+  // A share of careless clients tries every path to a second execution; the database refuses each
+  // one, and the ledger shows not one extra charge (a hole left open would book one under its own
   // gateway reference).
   void carelessClientsAreRefusedEveryHoleAndChargeNothingExtra() {
     sim::SimulationConfig c = quietConfig(*db_);

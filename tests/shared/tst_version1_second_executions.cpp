@@ -1,7 +1,7 @@
-// Issue 8, "Charge once, provably": each of the seven ways version 1 of the schema let a payment
-// run twice (or left it without history), replayed as the issue reproduced it, with the roles a
-// real deployment uses. On version 1 every one of these ends in a second execution or a silent
-// loss; on version 2 each is refused by the database itself.
+// Each of the seven ways version 1 of the schema let a payment run twice (or left it without
+// history), replayed as it was first reproduced, with the roles a real deployment uses. On version
+// 1 every one of these ends in a second execution or a silent loss; on version 2 each is refused by
+// the database itself.
 #include <QtTest>
 
 #include "idem/database_error.hpp"
@@ -14,7 +14,7 @@ using namespace idem;
 
 namespace {
 
-// The issue's payment: 29.90 CNY.
+// The payment first reproduced: 29.90 CNY.
 constexpr const char* kPayment = R"({"amount_minor": 2990, "currency": "CNY"})";
 
 BeginRequest request(const std::string& key, const std::string& bizId,
@@ -27,7 +27,7 @@ using As = test::LoginSession;
 
 }  // namespace
 
-class TestHoles : public QObject {
+class TestVersion1SecondExecutions : public QObject {
   Q_OBJECT
   std::unique_ptr<test::TestDatabase> db_;
   std::string writer_, writer2_, operator_;
@@ -48,16 +48,16 @@ class TestHoles : public QObject {
 
  private slots:
   void initTestCase() {
-    db_ = std::make_unique<test::TestDatabase>("tst_holes");
+    db_ = std::make_unique<test::TestDatabase>("tst_version1_second_executions");
     writer_ = db_->createLoginRole("agent_a", "idem_writer");
     writer2_ = db_->createLoginRole("agent_b", "idem_writer");
     operator_ = db_->createLoginRole("olga", "idem_operator");
   }
   void cleanupTestCase() { db_.reset(); }
 
-  // Hole 1: after expire_leases, fail('pay-7', 2, NULL) returned ok and the next begin executed
+  // Version 1: after expire_leases, fail('pay-7', 2, NULL) returned ok and the next begin executed
   // although a DEBIT for the order was recorded.
-  void hole1_writerCannotFailAnUnknownRecord() {
+  void writerCannotFailAnUnknownRecord() {
     As agent(*db_, writer_);
     const BeginResult b = claimExpired(agent.client, "pay-7", "order-7");
     QCOMPARE(agent.client.expireLeases(), 1);
@@ -79,9 +79,9 @@ class TestHoles : public QObject {
              1LL);
   }
 
-  // Hole 2: an operator settled FAILED a PROCESSING record whose lease was live; the agent's
+  // Version 1: an operator settled FAILED a PROCESSING record whose lease was live; the agent's
   // complete got conflict, it retried, the FAILED record was re-claimed: a second charge.
-  void hole2_operatorCannotFailAProcessingRecordWhoseLeaseIsLive() {
+  void operatorCannotFailAProcessingRecordWhoseLeaseIsLive() {
     As agent(*db_, writer_);
     As olga(*db_, operator_);
     auto r = request("pay-2", "order-2");
@@ -99,9 +99,9 @@ class TestHoles : public QObject {
     QCOMPARE(executions("pay-2"), 1LL);
   }
 
-  // Hole 3: the money-moved guard lived only in the C++ client and counted only DEBIT: a FREEZE +
-  // CAPTURE went through `idemctl settle --to FAILED`, and psql skipped the guard entirely.
-  void hole3_moneyMovedIsRefusedInSqlAndCountsCapture() {
+  // Version 1: the money-moved guard lived only in the C++ client and counted only DEBIT: a FREEZE
+  // + CAPTURE went through `idemctl settle --to FAILED`, and psql skipped the guard entirely.
+  void moneyMovedIsRefusedInSqlAndCountsCapture() {
     As agent(*db_, writer_);
     As olga(*db_, operator_);
     const std::string token = *claimExpired(agent.client, "pay-3", "order-3").claimToken;
@@ -125,10 +125,10 @@ class TestHoles : public QObject {
     QCOMPARE(executions("pay-3"), 1LL);
   }
 
-  // Hole 4: payload_mismatch and conflict answers handed the current version to any writer, which
-  // then completed someone else's claim with its own response; the real claimant got conflict and
-  // its retry was replayed the stranger's response.
-  void hole4_strangerWhoKnowsTheVersionCannotCompleteSomeoneElsesClaim() {
+  // Version 1: payload_mismatch and conflict answers handed the current version to any writer,
+  // which then completed someone else's claim with its own response; the real claimant got conflict
+  // and its retry was replayed the stranger's response.
+  void strangerWhoKnowsTheVersionCannotCompleteSomeoneElsesClaim() {
     As agent(*db_, writer_);
     As stranger(*db_, writer2_);
     const BeginResult b = agent.client.begin(request("pay-4", "order-4"));
@@ -156,10 +156,10 @@ class TestHoles : public QObject {
     QCOMPARE(replay.responsePayload, std::optional<std::string>(R"({"gateway_ref": "gw-4"})"));
   }
 
-  // Hole 5: purge deleted the attempts and transitions of records still PROCESSING, and after a
+  // Version 1: purge deleted the attempts and transitions of records still PROCESSING, and after a
   // SUCCESS record was purged a late retry under its key, or a new key for the paid order,
   // executed.
-  void hole5_purgeKeepsUnsettledHistoryAndRetiredKeysNeverRunAgain() {
+  void purgeKeepsUnsettledHistoryAndRetiredKeysNeverRunAgain() {
     As agent(*db_, writer_);
     const BeginResult paid = agent.client.begin(request("pay-5", "order-5"));
     QVERIFY(agent.client.complete("pay-5", 1, "{}", *paid.claimToken).ok());
@@ -202,9 +202,9 @@ class TestHoles : public QObject {
     QCOMPARE(count("SELECT count(*) FROM idem.records WHERE biz_id = 'order-5'"), 0LL);
   }
 
-  // Hole 6: a definite business failure (insufficient balance) had no place in the protocol: every
-  // FAILED record was re-claimable.
-  void hole6_definiteBusinessFailureIsHandedBackNeverRetried() {
+  // Version 1: a definite business failure (insufficient balance) had no place in the protocol:
+  // every FAILED record was re-claimable.
+  void definiteBusinessFailureIsHandedBackNeverRetried() {
     As agent(*db_, writer_);
     const BeginResult b = agent.client.begin(request("pay-6", "order-6"));
     QVERIFY(agent.client.fail("pay-6", 1, "insufficient balance", *b.claimToken).ok());
@@ -219,10 +219,10 @@ class TestHoles : public QObject {
     QCOMPARE(executions("pay-6"), 1LL);
   }
 
-  // Hole 7: a reason of tabs and newlines passed; evidence had no bound (and was replayed to the
+  // Version 1: a reason of tabs and newlines passed; evidence had no bound (and was replayed to the
   // agent as its response); a 1000-year lease hid a record; biz_type had no bound; the functions
   // belonged to whoever migrated and a later function was executable by PUBLIC.
-  void hole7_smallHolesAreClosed() {
+  void smallHolesAreClosed() {
     As agent(*db_, writer_);
     As olga(*db_, operator_);
     claimExpired(agent.client, "pay-77", "order-77");
@@ -259,5 +259,5 @@ class TestHoles : public QObject {
   }
 };
 
-QTEST_GUILESS_MAIN(TestHoles)
-#include "tst_holes.moc"
+QTEST_GUILESS_MAIN(TestVersion1SecondExecutions)
+#include "tst_version1_second_executions.moc"
