@@ -140,6 +140,59 @@ class TestVocabulary : public QObject {
     QCOMPARE(allowedBy("fund_flow_kind_valid"), spelled(allValues<FundFlowKind>()));
     QCOMPARE(allowedBy("actor_kind_valid"), spelled(allValues<ActorKind>()));
   }
+
+  // The Python and TypeScript clients spell the vocabulary by hand: each of their lists holds
+  // exactly the library's values (which the test above holds to the schema), in the same order.
+  void clientVocabulariesMatchTheLibrary() {
+    const QString root = qEnvironmentVariable("IDEMWATCH_SOURCE_DIR");
+    QVERIFY2(!root.isEmpty(), "IDEMWATCH_SOURCE_DIR is not set");
+    auto read = [](const QString& path) {
+      QFile f(path);
+      if (!f.open(QIODevice::ReadOnly)) return QStringLiteral("<cannot read ") + path + ">";
+      return QString::fromUtf8(f.readAll());
+    };
+    const QString python = read(root + "/clients/python/idemwatch/vocabulary.py");
+    const QString typescript = read(root + "/clients/typescript/src/vocabulary.ts");
+    // A Python enum's values: the strings assigned in its class body, up to the next class.
+    auto pythonValues = [&](const QString& enumName) {
+      const qsizetype begin = python.indexOf("class " + enumName + "(");
+      if (begin < 0) return QStringList{"<no class " + enumName + ">"};
+      const qsizetype end = python.indexOf(QStringLiteral("\nclass "), begin + 1);
+      const QString body = python.mid(begin, end < 0 ? -1 : end - begin);
+      static const QRegularExpression member(QStringLiteral("^    [A-Z_]+ = \"([^\"]+)\""),
+                                             QRegularExpression::MultilineOption);
+      QStringList values;
+      for (const auto& m : member.globalMatch(body)) values << m.captured(1);
+      return values;
+    };
+    // A TypeScript `export const NAME = [...] as const`: its string literals.
+    auto typescriptValues = [&](const QString& constName) {
+      const qsizetype begin = typescript.indexOf("export const " + constName + " = [");
+      if (begin < 0) return QStringList{"<no const " + constName + ">"};
+      const qsizetype end = typescript.indexOf(QStringLiteral("] as const"), begin);
+      const QString body = typescript.mid(begin, end - begin);
+      QStringList values;
+      static const QRegularExpression quoted(QStringLiteral("\"([^\"]+)\""));
+      for (const QString& line : body.split('\n')) {
+        const QString code = line.section(QStringLiteral("//"), 0, 0);
+        for (const auto& m : quoted.globalMatch(code)) values << m.captured(1);
+      }
+      return values;
+    };
+    auto library = [](auto values) {
+      QStringList words;
+      for (auto v : values) words << QString::fromUtf8(std::string(format(v)).c_str());
+      return words;
+    };
+    QCOMPARE(pythonValues("TriggerSource"), library(allValues<TriggerSource>()));
+    QCOMPARE(pythonValues("Outcome"), library(allValues<Outcome>()));
+    QCOMPARE(pythonValues("RecordStatus"), library(allValues<RecordStatus>()));
+    QCOMPARE(pythonValues("ResultCode"), library(allValues<ResultCode>()));
+    QCOMPARE(typescriptValues("TRIGGER_SOURCES"), library(allValues<TriggerSource>()));
+    QCOMPARE(typescriptValues("OUTCOMES"), library(allValues<Outcome>()));
+    QCOMPARE(typescriptValues("RECORD_STATUSES"), library(allValues<RecordStatus>()));
+    QCOMPARE(typescriptValues("RESULT_CODES"), library(allValues<ResultCode>()));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestVocabulary)
