@@ -1,4 +1,4 @@
-// The money questions' latency (sql/012_money_questions.sql) on a database filled by
+// The money questions' latency (sql/migrations/012_money_questions.sql) on a database filled by
 // bench/money/generate.sql: each function called --calls times with a realistic window, p50 and
 // p99, as the admin app calls them (SELECT *, every row fetched) and as the exporter does (its
 // counts, with its session settings: no JIT, no parallel workers); then the plans of their
@@ -123,8 +123,8 @@ int main(int argc, char** argv) {
     report("reconciliation (both mismatch counts)", time(c, mismatches, calls));
     report("overcharges (by biz type and currency)", time(c, overcharges, calls));
     if (plans) {
-      // The questions are PL/pgSQL (sql/013): their statements' plans come from auto_explain,
-      // as notices.
+      // The questions are PL/pgSQL (sql/migrations/013): their statements' plans come from
+      // auto_explain, as notices.
       PrintNotices printer(c);
       pqxx::nontransaction tx(c);
       tx.exec(

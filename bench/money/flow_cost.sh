@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The write cost of sql/013's charge count: idem.record_fund_flow through pgbench with the trigger
+# The write cost of sql/migrations/013's charge count: idem.record_fund_flow through pgbench with the trigger
 # fund_flows_count_charges and without it, interleaved, on a fresh database of a private cluster.
 # Prints flows per second and the server's CPU per flow (utime + stime of the backends, /proc).
 #

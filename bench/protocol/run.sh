@@ -15,7 +15,7 @@ trap 'pg_stop "$dir"; rm -rf "$dir"' EXIT
 pg_start "$dir"
 psql "$PG_DSN" -qc "CREATE DATABASE bench" -c "CREATE DATABASE bench_v1"
 "$build_dir/tools/idemctl/idemctl" migrate --db.dsn "$PG_DSN dbname=bench" >/dev/null
-mkdir "$dir/sql_v1" && cp "$root"/sql/00[1-5]_*.sql "$dir/sql_v1/"
+mkdir "$dir/sql_v1" && cp "$root"/sql/migrations/00[1-5]_*.sql "$dir/sql_v1/"
 "$build_dir/tools/idemctl/idemctl" migrate --sql-dir "$dir/sql_v1" --db.dsn "$PG_DSN dbname=bench_v1" >/dev/null
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/ {print $2}') GiB; $(date -u +%F); PostgreSQL $(psql "$PG_DSN" -Atc 'SHOW server_version')"
 "$build_dir/bench/protocol/bench_protocol" --db.dsn "$PG_DSN dbname=bench" --v1.dsn "$PG_DSN dbname=bench_v1" "$@"

@@ -1,7 +1,7 @@
-// Overcharged business objects (idem.overcharged_objects, sql/012_money_questions.sql): per object
-// and currency, DEBIT and CAPTURE beyond the first charge plus REFUNDs, with the flows, keys and
-// agents that made them. Resolved by the ledger alone: once a REFUND covers the excess the function
-// stops returning the object and the next refresh removes its row.
+// Overcharged business objects (idem.overcharged_objects, sql/migrations/012_money_questions.sql):
+// per object and currency, DEBIT and CAPTURE beyond the first charge plus REFUNDs, with the flows,
+// keys and agents that made them. Resolved by the ledger alone: once a REFUND covers the excess the
+// function stops returning the object and the next refresh removes its row.
 #pragma once
 
 #include <chrono>

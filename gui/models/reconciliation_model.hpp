@@ -1,7 +1,7 @@
-// The two money questions, one row per answer (sql/012_money_questions.sql): business objects whose
-// money moved (a DEBIT or CAPTURE) without a SUCCESS record, and SUCCESS records whose business
-// object shows no money moved, over a window of the server's clock that ends a grace period ago
-// (the exporter's idempotency_reconciliation_mismatches, read from the same functions).
+// The two money questions, one row per answer (sql/migrations/012_money_questions.sql): business
+// objects whose money moved (a DEBIT or CAPTURE) without a SUCCESS record, and SUCCESS records
+// whose business object shows no money moved, over a window of the server's clock that ends a grace
+// period ago (the exporter's idempotency_reconciliation_mismatches, read from the same functions).
 #pragma once
 
 #include <chrono>

@@ -61,13 +61,14 @@ void applyFilter(StatementText& s, const RecordFilter& f) {
     s.require("status = ANY(" + s.bind(array) + "::text[])");
   }
   if (f.stuckOnly) {
-    // The schema's definition (sql/010); inlined, it still reads records_unsettled.
+    // The schema's definition (sql/migrations/010); inlined, it still reads records_unsettled.
     s.require("idem.is_stuck(status, lease_expires_at)");
   }
   if (!f.bizType.empty()) s.require("biz_type = " + s.bind(f.bizType));
   if (!f.key.empty()) s.require("idempotency_key = " + s.bind(f.key));
   // ^@ (starts with) compares bytes, with no wildcard characters to escape, and under the "C"
-  // collation it is answered from records_biz_id_prefix (sql/005_admin.sql) as a range scan.
+  // collation it is answered from records_biz_id_prefix (sql/migrations/005_admin.sql) as a range
+  // scan.
   if (!f.bizIdPrefix.empty()) s.require("biz_id COLLATE \"C\" ^@ " + s.bind(f.bizIdPrefix));
   const std::string column = sortColumn(f.order);
   if (f.from) s.require(column + " >= " + timestampParam(s.bind(micros(*f.from))));

@@ -1,5 +1,6 @@
-// Reading the money questions' rows (sql/012_money_questions.sql) into plain values: the NULLs an
-// optional column may hold, timestamps as microseconds (IDEM_SQL_MICROS), arrays as JSON text.
+// Reading the money questions' rows (sql/migrations/012_money_questions.sql) into plain values: the
+// NULLs an optional column may hold, timestamps as microseconds (IDEM_SQL_MICROS), arrays as JSON
+// text.
 #pragma once
 
 #include <chrono>

@@ -8,7 +8,7 @@
 namespace idem::admin {
 namespace {
 
-// idem.expire_leases writes its transitions with this reason (sql/003, idem.act).
+// idem.expire_leases writes its transitions with this reason (sql/migrations/003, idem.act).
 constexpr std::string_view kLeaseExpiredReason = "lease expired";
 
 template <typename E>

@@ -1,7 +1,8 @@
-// One event of a story, the composite type idem.story_event (sql/012_money_questions.sql): an
-// attempt, a transition or a fund flow. Both stories return it, idem.trace_story (the Trace audit
-// tab) and idem.business_object_story (the timeline), and both read it here, into one row type
-// with the vocabulary's enums, so the two views cannot read the same columns two ways.
+// One event of a story, the composite type idem.story_event
+// (sql/migrations/012_money_questions.sql): an attempt, a transition or a fund flow. Both stories
+// return it, idem.trace_story (the Trace audit tab) and idem.business_object_story (the timeline),
+// and both read it here, into one row type with the vocabulary's enums, so the two views cannot
+// read the same columns two ways.
 #pragma once
 
 #include <cstdint>

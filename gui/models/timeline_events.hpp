@@ -1,7 +1,7 @@
 // A business object's story as the timeline draws it: every row of idem.business_object_story
-// (sql/012), attempts, transitions and fund flows of every key of the object in time order, and
-// where each goes on the picture: one lane per idempotency key, a time axis with round ticks. No
-// widgets here; the view (widgets/timeline_view) turns each event into one mark.
+// (sql/migrations/012), attempts, transitions and fund flows of every key of the object in time
+// order, and where each goes on the picture: one lane per idempotency key, a time axis with round
+// ticks. No widgets here; the view (widgets/timeline_view) turns each event into one mark.
 #pragma once
 
 #include <QColor>

@@ -1,6 +1,6 @@
-// An incident's story (idem.trace_story, sql/012_money_questions.sql): every attempt of one trace
-// or one agent across all its keys, the transitions of those keys and the fund flows of their
-// business objects, in time order. The audit question of the seeds: which request came first,
+// An incident's story (idem.trace_story, sql/migrations/012_money_questions.sql): every attempt of
+// one trace or one agent across all its keys, the transitions of those keys and the fund flows of
+// their business objects, in time order. The audit question of the seeds: which request came first,
 // where it timed out, who triggered the retry, whether both carried the same key.
 #pragma once
 

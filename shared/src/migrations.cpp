@@ -56,8 +56,10 @@ SELECT 'idem.' || p.proname || '(' || pg_catalog.oidvectortypes(p.proargtypes) |
 
 }  // namespace
 
-std::vector<Migration> loadMigrations(const std::filesystem::path& folder) {
+std::vector<Migration> loadMigrations(const std::filesystem::path& root) {
   std::error_code ec;
+  const std::filesystem::path folder =
+      std::filesystem::is_directory(root / "migrations", ec) ? root / "migrations" : root;
   if (!std::filesystem::is_directory(folder, ec)) {
     throw MigrationError("migrations folder " + folder.string() + " does not exist");
   }
@@ -85,6 +87,60 @@ std::vector<Migration> loadMigrations(const std::filesystem::path& folder) {
   return out;
 }
 
+SchemaObjects loadObjects(const std::filesystem::path& root) {
+  SchemaObjects out;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root / "objects", ec)) return out;
+  out.version = loadMigrations(root).back().version;
+  for (const char* kind : {"functions", "views", "triggers"}) {
+    const std::filesystem::path folder = root / "objects" / kind;
+    if (!std::filesystem::is_directory(folder, ec)) continue;
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+      if (entry.is_regular_file() && entry.path().extension() == ".sql")
+        files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& path : files) {
+      std::ifstream in(path, std::ios::binary);
+      if (!in) throw MigrationError("cannot read " + path.string());
+      std::ostringstream text;
+      text << in.rdbuf();
+      out.objects.push_back({std::string(kind) + "/" + path.filename().string(), text.str()});
+    }
+  }
+  return out;
+}
+
+Baseline loadBaseline(const std::filesystem::path& root) {
+  Baseline out;
+  std::error_code ec;
+  const std::filesystem::path folder = root / "baseline";
+  if (!std::filesystem::is_directory(folder, ec)) return out;
+  static const std::regex pattern(R"(([0-9]{3})_tables\.sql)");
+  std::filesystem::path newest;
+  for (const auto& entry : std::filesystem::directory_iterator(folder)) {
+    const std::string name = entry.path().filename().string();
+    std::smatch m;
+    if (!entry.is_regular_file() || !std::regex_match(name, m, pattern)) continue;
+    if (newest.empty() || name > newest.filename().string()) newest = entry.path();
+  }
+  if (newest.empty()) return out;
+  const auto read = [](const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw MigrationError("cannot read " + path.string());
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  out.tablesName = newest.filename().string();
+  out.version = std::stoi(out.tablesName.substr(0, 3));
+  out.grantsName = out.tablesName.substr(0, 3) + "_grants.sql";
+  out.tables = read(newest);
+  out.grants = read(folder / out.grantsName);
+  return out;
+}
+
 const std::vector<FunctionGrant>& expectedFunctionGrants() {
   // docs/contract/schema.md, "Roles". A function not named here is executable by its owner only.
   static const std::vector<FunctionGrant> grants{
@@ -106,7 +162,8 @@ const std::vector<FunctionGrant>& expectedFunctionGrants() {
       {"idem.resolve(text, integer, text, text, jsonb)", "idem_reconciler"},
       {"idem.reconcile()", "idem_reconciler"},
       {"idem.expire_leases()", "idem_reconciler"},
-      // sql/010_named_conditions.sql: the readers' shared conditions and the state machine.
+      // sql/migrations/010_named_conditions.sql: the readers' shared conditions and the state
+      // machine.
       {"idem.lease_expired(text, timestamp with time zone)", "idem_reader", 10},
       {"idem.lease_expired(text, timestamp with time zone)", "idem_operator", 10},
       {"idem.lease_expired(text, timestamp with time zone)", "idem_reconciler", 10},
@@ -116,8 +173,8 @@ const std::vector<FunctionGrant>& expectedFunctionGrants() {
       {"idem.transition_allowed(text, text, text)", "idem_reader", 10},
       {"idem.transition_allowed(text, text, text)", "idem_operator", 10},
       {"idem.transition_allowed(text, text, text)", "idem_reconciler", 10},
-      // sql/012_money_questions.sql: the money questions, for the exporter and the admin app (the
-      // stories' two helpers too: the stories run as their caller).
+      // sql/migrations/012_money_questions.sql: the money questions, for the exporter and the admin
+      // app (the stories' two helpers too: the stories run as their caller).
       {"idem.money_moved_without_success(text[], interval, interval)", "idem_reader", 12},
       {"idem.money_moved_without_success(text[], interval, interval)", "idem_operator", 12},
       {"idem.success_without_money_moved(text[], interval, interval)", "idem_reader", 12},
@@ -228,6 +285,103 @@ namespace {
 MigrationReport migrateOnce(pqxx::connection& connection, const std::vector<Migration>& migrations,
                             const MigrateOptions& options);
 
+// The text each object was last applied with. Owned like schema_migrations: by idem_owner, read by
+// no other role.
+constexpr const char* kObjectsTable = R"SQL(
+CREATE TABLE IF NOT EXISTS idem.schema_objects (
+    name       text        PRIMARY KEY,
+    checksum   text        NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now(),
+    applied_by text        NOT NULL DEFAULT session_user
+);
+DO $$
+BEGIN
+    IF (SELECT relowner::regrole::text FROM pg_catalog.pg_class
+         WHERE oid = 'idem.schema_objects'::regclass) <> 'idem_owner' THEN
+        ALTER TABLE idem.schema_objects OWNER TO idem_owner;
+    END IF;
+END $$;
+)SQL";
+
+// An empty database takes the baseline when it stands for exactly the migrations given (the
+// newest is its version) and the objects are written for that version.
+bool useBaseline(const std::vector<Migration>& migrations, const MigrateOptions& options) {
+  if (!options.baseline || options.baseline->version == 0 || !options.objects) return false;
+  if (migrations.empty() || migrations.back().version != options.baseline->version) return false;
+  if (options.objects->version != options.baseline->version) return false;
+  return !options.upTo || *options.upTo >= options.baseline->version;
+}
+
+// Applies every object whose text is not the one recorded, in the set's order, and records it.
+// Bodies are not checked at creation (a function may name a view applied after it); each is
+// checked when it first runs, and the suites run them all.
+void applyObjects(pqxx::transaction_base& tx, const SchemaObjects& set, MigrationReport& report) {
+  tx.exec(kObjectsTable);
+  tx.exec("SET LOCAL check_function_bodies = off");
+  std::map<std::string, std::string> recorded;
+  for (const auto& row : tx.exec("SELECT name, checksum FROM idem.schema_objects"))
+    recorded[row[0].c_str()] = row[1].c_str();
+  std::set<std::string> names;
+  for (const SchemaObject& o : set.objects) {
+    names.insert(o.name);
+    const std::string checksum =
+        tx.exec_params1("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", o.sql)[0].c_str();
+    if (const auto it = recorded.find(o.name); it != recorded.end() && it->second == checksum) {
+      ++report.objectsUnchanged;
+      continue;
+    }
+    try {
+      tx.exec(o.sql);
+    } catch (const pqxx::sql_error& e) {
+      throw DatabaseError(
+          e.sqlstate(), "migrate: sql/objects/" + o.name + " failed: " + primaryMessage(e.what()));
+    }
+    tx.exec_params(
+        "INSERT INTO idem.schema_objects (name, checksum) VALUES ($1, $2) "
+        "ON CONFLICT (name) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now(), "
+        "applied_by = session_user",
+        o.name, checksum);
+    report.reapplied.push_back(o.name);
+  }
+  // An object no longer in the tree was dropped by the migration that removed it.
+  for (const auto& [name, checksum] : recorded) {
+    if (!names.contains(name))
+      tx.exec_params("DELETE FROM idem.schema_objects WHERE name = $1", name);
+  }
+}
+
+// A function or view an object file created is the migrating role's: it goes to idem_owner, a
+// function executable by nobody but its owner, then by exactly the roles the contract's table
+// names (expectedFunctionGrants). What existed before keeps its owner and grants (CREATE OR
+// REPLACE does not touch them).
+constexpr const char* kStrangers = R"SQL(
+SELECT 'FUNCTION', p.oid::regprocedure::text,
+       'idem.' || p.proname || '(' || pg_catalog.oidvectortypes(p.proargtypes) || ')'
+  FROM pg_catalog.pg_proc p
+ WHERE p.pronamespace = 'idem'::regnamespace AND p.proowner <> 'idem_owner'::regrole
+UNION ALL
+SELECT 'VIEW', c.oid::regclass::text, NULL
+  FROM pg_catalog.pg_class c
+ WHERE c.relnamespace = 'idem'::regnamespace AND c.relkind = 'v'
+   AND c.relowner <> 'idem_owner'::regrole
+)SQL";
+
+void adoptNewObjects(pqxx::transaction_base& tx) {
+  const int version =
+      tx.exec1("SELECT coalesce(max(version), 0) FROM idem.schema_migrations")[0].as<int>();
+  for (const auto& row : tx.exec(kStrangers)) {
+    const std::string kind = row[0].c_str();
+    const std::string name = row[1].c_str();
+    tx.exec("ALTER " + kind + " " + name + " OWNER TO idem_owner");
+    if (kind != "FUNCTION") continue;
+    tx.exec("REVOKE ALL ON FUNCTION " + name + " FROM PUBLIC");
+    for (const FunctionGrant& g : expectedFunctionGrants()) {
+      if (g.function == row[2].c_str() && g.since <= version && version < g.until)
+        tx.exec("GRANT EXECUTE ON FUNCTION " + name + " TO " + tx.quote_name(g.grantee));
+    }
+  }
+}
+
 }  // namespace
 
 MigrationReport migrate(pqxx::connection& connection, const std::vector<Migration>& migrations,
@@ -281,6 +435,32 @@ MigrationReport migrateOnce(pqxx::connection& connection, const std::vector<Migr
       applied[row[0].as<int>()] = {row[1].c_str(), row[2].c_str()};
     }
 
+    if (applied.empty() && useBaseline(migrations, options)) {
+      const Baseline& b = *options.baseline;
+      try {
+        tx.exec(b.tables);
+      } catch (const pqxx::sql_error& e) {
+        throw DatabaseError(e.sqlstate(), "migrate: sql/baseline/" + b.tablesName +
+                                              " failed: " + primaryMessage(e.what()));
+      }
+      for (const Migration& m : migrations) {
+        tx.exec_params(
+            "INSERT INTO idem.schema_migrations (version, name, checksum) "
+            "VALUES ($1, $2, encode(sha256(convert_to($3, 'UTF8')), 'hex'))",
+            m.version, m.name, m.sql);
+        report.applied.push_back(m.name);
+        applied[m.version] = {m.name, ""};
+      }
+      applyObjects(tx, *options.objects, report);
+      try {
+        tx.exec(b.grants);
+      } catch (const pqxx::sql_error& e) {
+        throw DatabaseError(e.sqlstate(), "migrate: sql/baseline/" + b.grantsName +
+                                              " failed: " + primaryMessage(e.what()));
+      }
+      report.baseline = b.tablesName;
+    }
+
     std::set<int> known;
     for (const Migration& m : migrations) {
       known.insert(m.version);
@@ -288,6 +468,7 @@ MigrationReport migrateOnce(pqxx::connection& connection, const std::vector<Migr
       const std::string checksum =
           tx.exec_params1("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", m.sql)[0].c_str();
       if (auto it = applied.find(m.version); it != applied.end()) {
+        if (!report.baseline.empty()) continue;  // recorded by the baseline this run
         if (it->second.checksum != checksum && !isEarlierText(m.version, it->second.checksum)) {
           throw MigrationError("migration " + m.name + " was applied with checksum " +
                                it->second.checksum.substr(0, 12) + "… but the file now has " +
@@ -314,6 +495,14 @@ MigrationReport migrateOnce(pqxx::connection& connection, const std::vector<Migr
         throw MigrationError("the database has migration " + entry.name +
                              ", which this program does not know: it is older than the schema; "
                              "use a newer idemctl");
+      }
+    }
+    if (options.objects && !options.objects->objects.empty() && report.baseline.empty()) {
+      const int version =
+          tx.exec1("SELECT coalesce(max(version), 0) FROM idem.schema_migrations")[0].as<int>();
+      if (version >= options.objects->version) {
+        applyObjects(tx, *options.objects, report);
+        adoptNewObjects(tx);
       }
     }
     // The grants are checked on every run, not only after this one's changes: a grant made by

@@ -348,7 +348,8 @@ class TestExporterCounts : public QObject {
   }
 
   // The series from the start are the database's state machine, read by the exporter's own role:
-  // idem_reader may ask idem.transition_allowed (sql/010), and the exporter keeps no copy of it.
+  // idem_reader may ask idem.transition_allowed (sql/migrations/010), and the exporter keeps no
+  // copy of it.
   void transitionSeriesAreTheDatabasesStateMachine() {
     const std::string reader = db_->createLoginRole("exporter", "idem_reader");
     RunningExporter e(testOptions(db_->dsnAs(reader)));

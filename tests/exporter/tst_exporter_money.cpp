@@ -1,8 +1,9 @@
-// The exporter's money gauges are the schema's money questions (sql/012_money_questions.sql):
-// on one mixed data set, inside and outside the grace and the window, each gauge equals the
-// count(*) (or the sum) of its function with the exporter's own parameters; and on a schema older
-// than 012 the reconciliation and overcharges collectors report their failure through the
-// exporter's health, keep serving, and answer once 012 is applied in place.
+// The exporter's money gauges are the schema's money questions
+// (sql/migrations/012_money_questions.sql): on one mixed data set, inside and outside the grace and
+// the window, each gauge equals the count(*) (or the sum) of its function with the exporter's own
+// parameters; and on a schema older than 012 the reconciliation and overcharges collectors report
+// their failure through the exporter's health, keep serving, and answer once 012 is applied in
+// place.
 #include <QtTest>
 #include <functional>
 #include <pqxx/pqxx>

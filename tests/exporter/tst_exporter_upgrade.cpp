@@ -22,7 +22,7 @@ using namespace idem::test;
 
 namespace {
 
-// The last migration of schema version 1 (sql/005_admin.sql); version 2 starts at 006.
+// The last migration of schema version 1 (sql/migrations/005_admin.sql); version 2 starts at 006.
 constexpr int kLastVersion1Migration = 5;
 
 // Version-1 calls, written as a version-1 client wrote them (no claim token).

@@ -13,9 +13,13 @@ list() {
     (cd "$root" && find . -type f ! -path './build*' ! -path '*/node_modules/*' | sed 's|^\./||')
   fi
 }
-found=$(cd "$root" && list | grep -vE '^(\.ci/|tests/lint/planning_history_check\.sh$)' |
-  while IFS= read -r f; do [ -f "$f" ] && printf '%s\0' "$f"; done |
-  xargs -0 grep -InHiE "$pattern" 2>/dev/null | grep -viE 'https?://[^ ]*/issues/[0-9]+' || true)
+scan() {
+  cd "$root"
+  list | grep -vE '^(\.ci/|tests/lint/planning_history_check\.sh$)' |
+    while IFS= read -r f; do if [ -f "$f" ]; then printf '%s\0' "$f"; fi; done |
+    xargs -0 grep -InHiE "$pattern" 2>/dev/null | grep -viE 'https?://[^ ]*/issues/[0-9]+'
+}
+found=$(scan || true)
 if [ -n "$found" ]; then
   printf '%s\n' "$found"
   echo "planning history check: the lines above name the plan (issue, hole, finding or stop" \

@@ -246,6 +246,22 @@ class TestMigrations : public QObject {
       QVERIFY2(fromFiles[i].sql == bundledMigrations()[i].sql, "rebuild: the bundle is stale");
     }
     QVERIFY_THROWS_EXCEPTION(MigrationError, loadMigrations("/nonexistent/sql"));
+    // The objects and the baseline, read as idemctl migrate --sql-dir reads them.
+    const auto root = std::filesystem::path(source.constData()) / "sql";
+    const SchemaObjects objects = loadObjects(root);
+    QCOMPARE(objects.version, bundledObjects().version);
+    QCOMPARE(objects.objects.size(), bundledObjects().objects.size());
+    for (std::size_t i = 0; i < objects.objects.size(); ++i) {
+      QCOMPARE(objects.objects[i].name, bundledObjects().objects[i].name);
+      QVERIFY2(objects.objects[i].sql == bundledObjects().objects[i].sql, "rebuild: stale");
+    }
+    const Baseline baseline = loadBaseline(root);
+    QCOMPARE(baseline.version, bundledBaseline().version);
+    QVERIFY(baseline.tables == bundledBaseline().tables);
+    QVERIFY(baseline.grants == bundledBaseline().grants);
+    // A folder of numbered files alone has neither.
+    QVERIFY(loadObjects(root / "migrations").objects.empty());
+    QCOMPARE(loadBaseline(root / "migrations").version, 0);
   }
 };
 

@@ -1,11 +1,11 @@
-// The money questions of sql/012_money_questions.sql against hand-built data: money moved without
-// SUCCESS (grace, window, tombstone, FREEZE alone, CAPTURE), SUCCESS without money moved, the
-// overcharges (CREDIT is not a refund, two currencies, a refund that covers the excess removes the
-// row, a partial one leaves the rest owed), the two stories' order and argument errors, who may
-// read them, and duplicate charges and refunds recorded concurrently while the questions are read.
-// Since sql/013_charged_objects.sql: the charge counts the database keeps (exact under concurrent
-// flows, rebuilt after a load with triggers off), and each question equal to its plain
-// whole-ledger definition on a ledger full of the cases its shortcuts set aside.
+// The money questions of sql/migrations/012_money_questions.sql against hand-built data: money
+// moved without SUCCESS (grace, window, tombstone, FREEZE alone, CAPTURE), SUCCESS without money
+// moved, the overcharges (CREDIT is not a refund, two currencies, a refund that covers the excess
+// removes the row, a partial one leaves the rest owed), the two stories' order and argument errors,
+// who may read them, and duplicate charges and refunds recorded concurrently while the questions
+// are read. Since sql/migrations/013_charged_objects.sql: the charge counts the database keeps
+// (exact under concurrent flows, rebuilt after a load with triggers off), and each question equal
+// to its plain whole-ledger definition on a ledger full of the cases its shortcuts set aside.
 #include <QtTest>
 #include <atomic>
 #include <optional>

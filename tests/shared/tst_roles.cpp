@@ -147,8 +147,9 @@ class TestRoles : public QObject {
                   "external_ref) VALUES ('p','o','DEBIT',1,'CNY','x')"});
   }
 
-  // The schema's named conditions (sql/010) are the readers' to call, and the writer's not: the
-  // exporter, the admin app and the reconciler ask idem.is_stuck and idem.transition_allowed.
+  // The schema's named conditions (sql/migrations/010) are the readers' to call, and the writer's
+  // not: the exporter, the admin app and the reconciler ask idem.is_stuck and
+  // idem.transition_allowed.
   void readersAskTheSchemasConditionsAndTheWriterDoesNot() {
     const std::string stuck =
         "SELECT count(*) FROM idem.records WHERE status IN ('PROCESSING', 'UNKNOWN') AND "

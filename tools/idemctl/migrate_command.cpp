@@ -37,7 +37,10 @@ int runMigrate(const std::vector<std::string>& args, Streams streams,
                   "compared with the contract's\nrole table; any difference fails the run and "
                   "nothing is applied.");
   declareDsn(cli, dsn);
-  cli.text("sql-dir", "DIR", "apply NNN_*.sql files from DIR instead of the bundled ones", sqlDir);
+  cli.text("sql-dir", "DIR",
+           "apply DIR/migrations/NNN_*.sql and DIR/objects/ (a tree laid out as sql/ is) instead "
+           "of the bundled ones",
+           sqlDir);
   cli.integer("up-to", "N",
               "apply only the migrations numbered up to N (e.g. 5: a version-1 schema, for "
               "upgrade tests)",
@@ -52,13 +55,24 @@ int runMigrate(const std::vector<std::string>& args, Streams streams,
   if (!cli.parse(args, streams.out)) return kOk;
 
   const std::vector<Migration> migrations = sqlDir ? loadMigrations(*sqlDir) : bundledMigrations();
+  const SchemaObjects objects = sqlDir ? loadObjects(*sqlDir) : bundledObjects();
+  const Baseline baseline = sqlDir ? loadBaseline(*sqlDir) : bundledBaseline();
+  options.objects = &objects;
+  options.baseline = &baseline;
   if (upTo) options.upTo = *upTo;
   options.onWait = [&streams](const std::string& line) { streams.err << line << "\n"; };
   auto connection = connect(connectionFrom(dsn, "idemctl migrate"));
   const int before = schemaVersion(*connection);
   const MigrationReport report = migrate(*connection, migrations, options);
   const int after = schemaVersion(*connection);
-  for (const std::string& name : report.applied) streams.out << "applied " << name << "\n";
+  if (!report.baseline.empty()) {
+    streams.out << "installed from sql/baseline/" << report.baseline << " (standing for "
+                << report.applied.size() << " migrations, recorded as applied)\n";
+  } else {
+    for (const std::string& name : report.applied) streams.out << "applied " << name << "\n";
+  }
+  for (const std::string& name : report.reapplied)
+    streams.out << "re-applied sql/objects/" << name << "\n";
   if (report.applied.empty()) {
     streams.out << "schema up to date at " << describeVersion(after) << " ("
                 << report.alreadyApplied << " already applied)\n";
@@ -67,6 +81,13 @@ int runMigrate(const std::vector<std::string>& args, Streams streams,
                                 : "upgraded from " + describeVersion(before) + " to ")
                 << describeVersion(after) << " (" << report.applied.size() << " applied, "
                 << report.alreadyApplied << " already applied)\n";
+  }
+  if (!objects.objects.empty()) {
+    streams.out << "objects: " << report.reapplied.size() << " re-applied, "
+                << report.objectsUnchanged << " unchanged";
+    if (after < objects.version)
+      streams.out << " (not applied below version " << objects.version << ")";
+    streams.out << "\n";
   }
   if (after >= kContractV2Migration) {
     // migrate() refused the run had they differed; say what was checked.

@@ -2,8 +2,8 @@
 // money (--reconcile-biz-types), over --reconcile-window, on the reconciliation's interval. A
 // business object is overcharged when its DEBIT and CAPTURE flows exceed, in total amount, its
 // first such flow plus its REFUND flows, within one currency: a duplicate charge nobody refunded
-// yet; the rows of the schema's idem.overcharged_objects (sql/012_money_questions.sql). Publishes
-// idempotency_overcharged_business_objects{biz_type} and
+// yet; the rows of the schema's idem.overcharged_objects (sql/migrations/012_money_questions.sql).
+// Publishes idempotency_overcharged_business_objects{biz_type} and
 // idempotency_overcharged_amount_minor{biz_type,currency}. Unlike the duplicate counter, which
 // only rises, both fall back to 0 once the refunds are recorded, so an alert on them resolves
 // when the money is back; a currency's series, once seen, stays (at 0). Currencies are bounded

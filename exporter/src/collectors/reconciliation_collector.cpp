@@ -12,8 +12,8 @@ namespace idem::exporter {
 namespace {
 
 // Both questions set aside in one hash join what is plainly fine in the window and probe the rest
-// by index (sql/013_charged_objects.sql says how): counting their rows costs little more than
-// reading the window once, however long the tables are (bench/money prints the plans).
+// by index (sql/migrations/013_charged_objects.sql says how): counting their rows costs little more
+// than reading the window once, however long the tables are (bench/money prints the plans).
 constexpr const char* kMismatches = R"SQL(
 SELECT (SELECT count(*) FROM idem.money_moved_without_success($1::text[], $2::interval,
                                                               $3::interval))::float8,
@@ -55,9 +55,10 @@ ReconciliationSettings ReconciliationSettings::from(const ExporterOptions& o) {
 void MoneyQuestionCollector::requireMoneyQuestion(pqxx::transaction_base& tx,
                                                   const std::string& function) {
   if (!tx.exec_params1(kHasFunction, function)[0].as<bool>()) {
-    throw std::runtime_error("the database's schema has no " + function +
-                             " yet (sql/012_money_questions.sql): migrate it (idemctl migrate); "
-                             "until then the last figures stay");
+    throw std::runtime_error(
+        "the database's schema has no " + function +
+        " yet (sql/migrations/012_money_questions.sql): migrate it (idemctl migrate); "
+        "until then the last figures stay");
   }
 }
 

@@ -5,7 +5,8 @@
 // purged one: what a blind retry turns into a double charge) and success_without_debit (a SUCCESS
 // record with no DEBIT or CAPTURE flow). Both count business objects: the rows of the schema's
 // idem.money_moved_without_success and idem.success_without_money_moved
-// (sql/012_money_questions.sql), the one definition the admin app and the runbooks read too.
+// (sql/migrations/012_money_questions.sql), the one definition the admin app and the runbooks read
+// too.
 //
 // On a schema older than migration 012 (an exporter that runs through an upgrade in place) the
 // money questions do not exist yet: rather than answer them with a copy of their SQL that would

@@ -61,8 +61,8 @@ void TransitionsCollector::take(const pqxx::row& row, RowOrigin origin) {
 }
 
 // Once per session: the series of the allowed transitions exist from the first scrape. A database
-// that refuses the question (a version-2 schema before sql/010 grants it) only loses those zeros;
-// every transition is still counted.
+// that refuses the question (a version-2 schema before sql/migrations/010 grants it) only loses
+// those zeros; every transition is still counted.
 void TransitionsCollector::readStateMachine(pqxx::connection& connection) {
   if (connection.backendpid() == stateMachineSession_) return;
   try {

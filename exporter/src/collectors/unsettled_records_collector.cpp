@@ -12,7 +12,7 @@ namespace {
 
 // The WHERE clause is the records_unsettled index's predicate, so the planner reads only that
 // index's entries. Ages count from updated_at: when the record entered its current status.
-// idem.lease_expired (sql/010) is the schema's one definition of a lease that ran out.
+// idem.lease_expired (sql/migrations/010) is the schema's one definition of a lease that ran out.
 constexpr const char* kUnsettled = R"SQL(
 SELECT biz_type, status, count(*),
        count(*) FILTER (WHERE idem.lease_expired(status, lease_expires_at)),

@@ -22,12 +22,56 @@ struct Migration {
   std::string sql;
 };
 
-// The migrations compiled into this binary from sql/.
+// The migrations compiled into this binary from sql/migrations/.
 const std::vector<Migration>& bundledMigrations();
 
-// Reads NNN_*.sql files from a folder, in order. Throws MigrationError for a missing folder, a
-// duplicate number or an unreadable file.
+// A function, view or trigger as the schema defines it today: sql/objects/KIND/NAME.sql, its
+// CREATE OR REPLACE statement and its COMMENT, written as the object is. migrate re-applies one
+// whenever its text differs from the one recorded in idem.schema_objects, so the live definition
+// of idem.begin is read and changed in sql/objects/functions/begin.sql, never restated in a new
+// migration. Only what CREATE OR REPLACE can do belongs there: a changed signature, a dropped
+// column or a removed object is a numbered migration's work.
+struct SchemaObject {
+  std::string name;  // its path under sql/objects/, e.g. "functions/begin.sql"
+  std::string sql;
+};
+
+// The objects of one schema version, in the order they are applied: functions, views, triggers.
+struct SchemaObjects {
+  // The migration the objects are written for: they are applied once the database has it, never
+  // to a database migrated only part of the way (--up-to), whose tables they may not match.
+  int version = 0;
+  std::vector<SchemaObject> objects;
+};
+
+// The objects compiled into this binary from sql/objects/, for its newest migration.
+const SchemaObjects& bundledObjects();
+
+// What an empty database gets instead of every numbered migration (Flyway's baseline): the tables
+// and all on them as migration `version` leaves them, then the objects, then their owners and
+// grants. scripts/make-baseline writes both files from a database built through the migrations.
+struct Baseline {
+  int version = 0;         // 0: none
+  std::string tablesName;  // "014_tables.sql"
+  std::string tables;
+  std::string grantsName;  // "014_grants.sql"
+  std::string grants;
+};
+
+// The baseline compiled into this binary from sql/baseline/.
+const Baseline& bundledBaseline();
+
+// Reads NNN_*.sql files from a folder (or from its migrations/ folder, for a tree laid out as
+// sql/ is), in order. Throws MigrationError for a missing folder, a duplicate number or an
+// unreadable file.
 std::vector<Migration> loadMigrations(const std::filesystem::path& folder);
+
+// Reads FOLDER/objects/{functions,views,triggers}/*.sql, for the newest migration of
+// FOLDER/migrations. A folder without objects/ (numbered files alone) has none.
+SchemaObjects loadObjects(const std::filesystem::path& folder);
+
+// Reads the newest FOLDER/baseline/NNN_tables.sql and NNN_grants.sql; version 0 when there is none.
+Baseline loadBaseline(const std::filesystem::path& folder);
 
 class MigrationError : public std::runtime_error {
  public:
@@ -37,6 +81,11 @@ class MigrationError : public std::runtime_error {
 struct MigrationReport {
   std::vector<std::string> applied;  // names applied by this run
   int alreadyApplied = 0;
+  std::vector<std::string> reapplied;  // objects re-applied by this run (changed or new)
+  int objectsUnchanged = 0;
+  // The baseline file an empty database was installed from ("" when none was): `applied` then
+  // names the migrations it stands for, recorded as applied.
+  std::string baseline;
 };
 
 struct MigrateOptions {
@@ -50,6 +99,12 @@ struct MigrateOptions {
   std::chrono::milliseconds lockWait{std::chrono::minutes(5)};
   // Told each time an attempt gave up on a lock: what it waited for and who holds it.
   std::function<void(const std::string&)> onWait{};
+  // The functions, views and triggers to keep current; nullptr: the migrations alone (the schema
+  // as the released migrations left it, which the objects must reproduce exactly).
+  const SchemaObjects* objects = &bundledObjects();
+  // For an empty database: installed in one step when it is at the newest migration given (and the
+  // objects are for that version), instead of every migration; nullptr: always every migration.
+  const Baseline* baseline = &bundledBaseline();
 };
 
 // Applies what is missing, all in one transaction under an advisory lock, so concurrent runs
@@ -59,6 +114,15 @@ struct MigrateOptions {
 // that held the locks. Throws MigrationError when an applied
 // migration's checksum differs from the given text, or when the database has migrations this list
 // does not know (it is newer than this program); DatabaseError when a migration fails.
+//
+// An empty database (nothing recorded) is installed from options.baseline when it is at the
+// newest migration of the list and no --up-to stops short of it: its tables, the objects, their
+// grants, and every migration it stands for recorded with its checksum, as if applied.
+//
+// Then, once the database has options.objects->version, in the same transaction: every object
+// whose text differs from the one recorded in idem.schema_objects (or that has none recorded) is
+// applied, in order, and recorded (MigrationReport::reapplied); one that fails names its file and
+// nothing of the run is kept.
 //
 // Once the schema is at version 2 (kContractV2Migration applied), it then compares every idem
 // function's EXECUTE grants with the contract's table (expectedFunctionGrants) and throws
