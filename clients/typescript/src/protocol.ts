@@ -106,7 +106,10 @@ export class Protocol {
       } catch (err) {
         const code = (err as { code?: unknown }).code;
         if (typeof code !== "string" || !TRANSIENT.has(code) || attempt === SERIALIZATION_RETRIES) throw err;
-        await new Promise((resolve) => setTimeout(resolve, attempt));
+        // 0.5 to 1 ms after the first failure, doubling each time (32 to 64 ms before the last),
+        // spread at random so the racers that failed together part.
+        const ceiling = 2 ** Math.min(attempt - 1, 7);
+        await new Promise((resolve) => setTimeout(resolve, ceiling * (0.5 + Math.random() / 2)));
       }
     }
   }
