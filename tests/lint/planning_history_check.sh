@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Code, tests, SQL and docs speak of the product's behaviour, not of the plan that produced it: a
-# reader cannot resolve "issue 8", "hole 4", "finding 3" or "stops 14 and 16", so none may appear.
+# reader cannot resolve a tracker's numbers ("issue N", "hole N", "finding N", "stop N"), so none
+# may appear.
 # Fails naming each file and line that does. Upstream links (a project's /issues/N) are allowed.
 #   planning_history_check.sh SOURCE_DIR
 set -euo pipefail
