@@ -6,50 +6,39 @@
 #include <QDateTime>
 #include <QDockWidget>
 #include <QFileDialog>
-#include <QHeaderView>
 #include <QLabel>
 #include <QLocale>
 #include <QMenuBar>
 #include <QSaveFile>
-#include <QSet>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QStyle>
 #include <QTabWidget>
 #include <QToolBar>
-#include <QVBoxLayout>
 
-#include "models/csv_writer.hpp"
 #include "models/database_session.hpp"
 #include "models/database_worker.hpp"
-#include "models/filter_summary.hpp"
 #include "models/record_table_model.hpp"
 #include "models/selected_record.hpp"
 #include "models/settle_availability.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
+#include "widgets/attention_view.hpp"
 #include "widgets/bulk_settle_dialog.hpp"
 #include "widgets/connection_dialog.hpp"
 #include "widgets/connection_status_label.hpp"
-#include "widgets/overcharges_view.hpp"
-#include "widgets/reconciliation_view.hpp"
 #include "widgets/record_detail_view.hpp"
 #include "widgets/record_filter_bar.hpp"
 #include "widgets/record_table_view.hpp"
-#include "widgets/refresh_stamp.hpp"
+#include "widgets/records_view.hpp"
 #include "widgets/settle_dialog.hpp"
 #include "widgets/table_copy.hpp"
 #include "widgets/timeline_view.hpp"
-#include "widgets/trace_audit_view.hpp"
 
 namespace idem::admin {
 namespace {
 
-constexpr int kRecordsTab = 0;
 constexpr std::chrono::milliseconds kLeaseClockMargin{500};
-constexpr int kAttentionTab = 1;
-constexpr int kReconciliationTab = 2;
-constexpr int kOverchargesTab = 3;
 
 QString number(qint64 n) {
   return QLocale(QLocale::English).toString(n);
@@ -69,54 +58,20 @@ MainWindow::MainWindow(const Options& options, QWidget* parent)
     : QMainWindow(parent),
       options_(options),
       session_(new DatabaseSession(this)),
-      records_(new RecordTableModel(session_, this)),
-      attention_(new RecordTableModel(session_, this)),
       selected_(new SelectedRecord(session_, this)) {
   setObjectName(QStringLiteral("idemwatchAdmin"));
   setWindowTitle(QStringLiteral("idemwatch admin"));
-  records_->setObjectName(QStringLiteral("recordsModel"));
-  attention_->setObjectName(QStringLiteral("attentionModel"));
-  records_->setPageSize(options_.pageSize);
-  attention_->setPageSize(options_.pageSize);
 
   buildActions();
+  buildMenus();
   buildLayout();
+  buildStatusBar();
   buildTimelineAndBulkSettle();
-  buildMoneyTabs();
+  buildViews();
 
   connect(session_, &DatabaseSession::connected, this, &MainWindow::onConnected);
   connect(session_, &DatabaseSession::disconnected, this, &MainWindow::onDisconnected);
   connect(session_, &DatabaseSession::stateChanged, this, &MainWindow::updateSettleAction);
-
-  for (RecordTableModel* model : {records_, attention_}) {
-    connect(model, &RecordTableModel::fetched, this, [this, model](const RecordPage& page) {
-      QStringList bizTypes;
-      QSet<QString> seen;
-      for (const Record& r : page.records) {
-        const QString t = QString::fromStdString(r.bizType);
-        if (!seen.contains(t)) {
-          seen.insert(t);
-          bizTypes << t;
-        }
-      }
-      filterBar_->addKnownBizTypes(bizTypes);
-      if (model == attention_ && haveCounts_) showCounts(counts_);
-      (model == attention_ ? attentionStamp_ : recordsStamp_)->stamp();
-      updateLoadedText();
-    });
-    connect(model, &RecordTableModel::fetchFailed, this, [this](const QString& message) {
-      statusBar()->showMessage(message, 15000);
-      updateLoadedText();
-    });
-    connect(model, &RecordTableModel::loadingChanged, this, &MainWindow::updateLoadedText);
-  }
-  connect(filterBar_, &RecordFilterBar::filterChanged, this, [this](const RecordFilter& f) {
-    records_->setFilter(f);
-    recordsView_->showOrder(f.order);
-    updateLoadedText();
-    updateWindowTitle();
-  });
-  connect(recordsView_, &RecordTableView::orderRequested, filterBar_, &RecordFilterBar::setOrder);
   connect(selected_, &SelectedRecord::changed, this, &MainWindow::updateSettleAction);
 
   leaseTimer_.setInterval(1000);
@@ -126,10 +81,6 @@ MainWindow::MainWindow(const Options& options, QWidget* parent)
   connect(&refreshTimer_, &QTimer::timeout, this, [this] { refreshAll(true); });
   refreshTimer_.start();
 
-  // The tables ask for their first page now; the worker answers once it is connected (or the
-  // answer fails and the first connection re-asks).
-  records_->setFilter(filterBar_->filter());
-  attention_->setFilter(RecordFilter::attention());
   updateSettleAction();
   updateLoadedText();
   updateRefreshText();
@@ -171,18 +122,11 @@ void MainWindow::buildActions() {
                        QStringLiteral("Decide the outcome of the selected stuck record (Ctrl+S)"),
                        QStyle::SP_DialogApplyButton);
   settleAction_->setObjectName(QStringLiteral("settleAction"));
-  filterAction_ = make(QStringLiteral("&Find\u2026"), {QKeySequence(Qt::CTRL | Qt::Key_F)},
-                       QStringLiteral("Search by key or biz id (Ctrl+F)"), QStyle::SP_CustomBase);
   copyKeyAction_ = make(
       QStringLiteral("Copy &key"), {QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C)},
       QStringLiteral("Copy the selected idempotency key (Ctrl+Shift+C)"), QStyle::SP_CustomBase);
   quitAction_ = make(QStringLiteral("&Quit"), {QKeySequence::Quit}, QStringLiteral("Quit"),
                      QStyle::SP_CustomBase);
-  auto* recordsTab = make(QStringLiteral("&Records"), {QKeySequence(Qt::CTRL | Qt::Key_1)},
-                          QStringLiteral("All records (Ctrl+1)"), QStyle::SP_CustomBase);
-  auto* attentionTab =
-      make(QStringLiteral("Needs &attention"), {QKeySequence(Qt::CTRL | Qt::Key_2)},
-           QStringLiteral("Stuck records, oldest first (Ctrl+2)"), QStyle::SP_CustomBase);
 
   connect(connectAction_, &QAction::triggered, this, [this] {
     if (auto settings = ConnectionDialog::ask(this)) connectTo(*settings);
@@ -191,30 +135,40 @@ void MainWindow::buildActions() {
   connect(pauseAction_, &QAction::toggled, this, [this](bool paused) { setPaused(paused); });
   connect(exportAction_, &QAction::triggered, this, &MainWindow::exportToFile);
   connect(settleAction_, &QAction::triggered, this, [this] { openSettleDialog(); });
-  connect(filterAction_, &QAction::triggered, this, [this] {
-    showRecords();
-    filterBar_->focusSearch();
-  });
   connect(copyKeyAction_, &QAction::triggered, this, [this] {
     if (!selected_->key().empty())
       QApplication::clipboard()->setText(QString::fromStdString(selected_->key()));
   });
   connect(quitAction_, &QAction::triggered, this, &QWidget::close);
-  connect(recordsTab, &QAction::triggered, this, &MainWindow::showRecords);
-  connect(attentionTab, &QAction::triggered, this, &MainWindow::showAttention);
+}
 
+// File, View (a entry for each view that asks for one, then Refresh, Pause and the views' own
+// actions), Record, and the toolbar.
+void MainWindow::buildMenus() {
   QMenu* file = menuBar()->addMenu(QStringLiteral("&File"));
   file->addAction(connectAction_);
   file->addAction(exportAction_);
   file->addSeparator();
   file->addAction(quitAction_);
-  QMenu* view = menuBar()->addMenu(QStringLiteral("&View"));
-  view->addAction(recordsTab);
-  view->addAction(attentionTab);
-  view->addSeparator();
-  view->addAction(refreshAction_);
-  view->addAction(pauseAction_);
-  view->addAction(filterAction_);
+  viewMenu_ = menuBar()->addMenu(QStringLiteral("&View"));
+  for (const ViewRegistration* r : registeredViews()) {
+    if (r->menuText.isEmpty()) continue;
+    auto* show = new QAction(r->menuText, this);
+    show->setShortcut(r->shortcut);
+    show->setShortcutContext(Qt::WindowShortcut);
+    show->setToolTip(r->tip);
+    show->setStatusTip(r->tip);
+    addAction(show);
+    viewMenu_->addAction(show);
+    connect(show, &QAction::triggered, this, [this, name = r->name] {
+      for (const Tab& tab : tabList_) {
+        if (tab.name == name) showView(tab.view.page);
+      }
+    });
+  }
+  viewMenu_->addSeparator();
+  viewMenu_->addAction(refreshAction_);
+  viewMenu_->addAction(pauseAction_);
   QMenu* record = menuBar()->addMenu(QStringLiteral("&Record"));
   record->addAction(settleAction_);
   record->addAction(copyKeyAction_);
@@ -233,48 +187,9 @@ void MainWindow::buildActions() {
 }
 
 void MainWindow::buildLayout() {
-  filterBar_ = new RecordFilterBar(this);
-  recordsView_ = new RecordTableView(this);
-  recordsView_->setObjectName(QStringLiteral("recordsView"));
-  recordsView_->setRecordModel(records_);
-  attentionView_ = new RecordTableView(this);
-  attentionView_->setObjectName(QStringLiteral("attentionView"));
-  attentionView_->setRecordModel(attention_);
-  attentionView_->horizontalHeader()->setSortIndicatorShown(false);
-  attentionView_->horizontalHeader()->setSectionsClickable(false);
-
-  auto* recordsPage = new QWidget(this);
-  auto* recordsLayout = new QVBoxLayout(recordsPage);
-  recordsLayout->setContentsMargins(0, 0, 0, 0);
-  recordsLayout->setSpacing(0);
-  recordsLayout->addWidget(filterBar_);
-  recordsStamp_ = new RefreshStamp(recordsPage);
-  recordsStamp_->setObjectName(QStringLiteral("recordsRefreshStamp"));
-  recordsStamp_->setContentsMargins(8, 2, 8, 2);
-  recordsLayout->addWidget(recordsStamp_);
-  recordsLayout->addWidget(recordsView_);
-
-  auto* attentionPage = new QWidget(this);
-  auto* attentionLayout = new QVBoxLayout(attentionPage);
-  attentionLayout->setContentsMargins(0, 0, 0, 0);
-  attentionLayout->setSpacing(0);
-  attentionHeader_ = new QLabel(attentionPage);
-  attentionHeader_->setObjectName(QStringLiteral("attentionHeader"));
-  attentionHeader_->setTextFormat(Qt::RichText);
-  attentionHeader_->setContentsMargins(8, 6, 8, 6);
-  attentionLayout->addWidget(attentionHeader_);
-  attentionStamp_ = new RefreshStamp(attentionPage);
-  attentionStamp_->setObjectName(QStringLiteral("attentionRefreshStamp"));
-  attentionStamp_->setContentsMargins(8, 0, 8, 2);
-  attentionLayout->addWidget(attentionStamp_);
-  attentionLayout->addWidget(attentionView_);
-
   tabs_ = new QTabWidget(this);
   tabs_->setObjectName(QStringLiteral("viewTabs"));
   tabs_->setDocumentMode(true);
-  tabs_->insertTab(kRecordsTab, recordsPage, QStringLiteral("Records"));
-  tabs_->insertTab(kAttentionTab, attentionPage, QStringLiteral("Needs attention"));
-  connect(tabs_, &QTabWidget::currentChanged, this, &MainWindow::onTabChanged);
 
   detail_ = new RecordDetailView(selected_, settleAction_, this);
 
@@ -287,15 +202,9 @@ void MainWindow::buildLayout() {
   splitter->setSizes({600, 320});
   splitter->setChildrenCollapsible(false);
   setCentralWidget(splitter);
+}
 
-  for (RecordTableView* view : {recordsView_, attentionView_}) {
-    connect(view->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
-            [this, view](const QModelIndex& current) { onCurrentRowChanged(view, current); });
-    connect(view, &QAbstractItemView::doubleClicked, this, [this] {
-      if (settleAction_->isEnabled()) openSettleDialog();
-    });
-  }
-
+void MainWindow::buildStatusBar() {
   connectionLabel_ = new ConnectionStatusLabel(session_, this);
   readOnlyLabel_ = statusField(this, QStringLiteral("readOnlyStatus"));
   readOnlyLabel_->setStyleSheet(
@@ -312,8 +221,44 @@ void MainWindow::buildLayout() {
   statusBar()->addPermanentWidget(refreshLabel_);
 }
 
+// One tab for each registered view, in order. A record table's selection, double click, context
+// menu, pages and clock are wired here, the same for each.
+void MainWindow::buildViews() {
+  const ViewContext context{*this, session_, options_.pageSize, *viewMenu_};
+  for (const ViewRegistration* r : registeredViews()) {
+    View view = r->make(context, this);
+    tabs_->addTab(view.page, r->name);
+    if (view.records != nullptr) wireRecordTable(view.records);
+    tabList_.push_back({r->name, std::move(view)});
+  }
+  connect(tabs_, &QTabWidget::currentChanged, this, &MainWindow::onTabChanged);
+  // Every table, each view's, copies its current cell (Ctrl+C, context menu).
+  enableCellCopyIn(this);
+}
+
+void MainWindow::wireRecordTable(RecordTableView* table) {
+  RecordTableModel* model = table->recordModel();
+  connect(model, &RecordTableModel::fetched, this, [this](const RecordPage& page) {
+    emit recordPageRead(page);
+    updateLoadedText();
+  });
+  connect(model, &RecordTableModel::fetchFailed, this, [this](const QString& message) {
+    statusBar()->showMessage(message, 15000);
+    updateLoadedText();
+  });
+  connect(model, &RecordTableModel::loadingChanged, this, &MainWindow::updateLoadedText);
+  connect(model, &RecordTableModel::modelReset, this, &MainWindow::updateLoadedText);
+  connect(table->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
+          [this, table](const QModelIndex& current) { onCurrentRowChanged(table, current); });
+  connect(table, &QAbstractItemView::doubleClicked, this, [this] {
+    if (settleAction_->isEnabled()) openSettleDialog();
+  });
+  table->setContextMenuPolicy(Qt::ActionsContextMenu);
+  table->addAction(bulkSettleAction_);
+  table->addAction(bulkSettleMatchingAction_);
+}
+
 void MainWindow::connectTo(const idem::ConnectionSettings& settings) {
-  haveCounts_ = false;
   session_->open(DatabaseSession::withAdminDefaults(settings), options_.backoff);
 }
 
@@ -334,24 +279,73 @@ bool MainWindow::isReadOnly() const {
   return session_->isConnected() && !session_->info().isOperator;
 }
 
+RecordTableModel* MainWindow::recordsModel() const {
+  return view<RecordsView>()->model();
+}
+RecordTableModel* MainWindow::attentionModel() const {
+  return view<AttentionView>()->model();
+}
+RecordTableView* MainWindow::recordsView() const {
+  return view<RecordsView>()->table();
+}
+RecordTableView* MainWindow::attentionView() const {
+  return view<AttentionView>()->table();
+}
+RecordFilterBar* MainWindow::filterBar() const {
+  return view<RecordsView>()->filterBar();
+}
+
 void MainWindow::showRecords() {
-  tabs_->setCurrentIndex(kRecordsTab);
+  showView(view<RecordsView>());
 }
 void MainWindow::showAttention() {
-  tabs_->setCurrentIndex(kAttentionTab);
+  showView(view<AttentionView>());
 }
 bool MainWindow::attentionShown() const {
-  return tabs_->currentIndex() == kAttentionTab;
+  return tabs_->currentWidget() == view<AttentionView>();
+}
+
+void MainWindow::showView(QWidget* page) {
+  tabs_->setCurrentWidget(page);
+}
+
+void MainWindow::setTabCount(QWidget* page, qint64 count) {
+  const int index = tabs_->indexOf(page);
+  for (const Tab& tab : tabList_) {
+    if (tab.view.page == page) {
+      tabs_->setTabText(
+          index, count > 0 ? QStringLiteral("%1 (%2)").arg(tab.name, number(count)) : tab.name);
+    }
+  }
+}
+
+void MainWindow::setTitleDetail(const QString& detail) {
+  titleDetail_ = detail;
+  updateWindowTitle();
+}
+
+const MainWindow::Tab* MainWindow::currentTab() const {
+  for (const Tab& tab : tabList_) {
+    if (tab.view.page == tabs_->currentWidget()) return &tab;
+  }
+  return nullptr;
 }
 
 RecordTableView* MainWindow::activeView() const {
-  return attentionShown() ? attentionView_ : recordsView_;
+  const Tab* current = currentTab();
+  if (current != nullptr && current->view.records != nullptr) return current->view.records;
+  for (const Tab& tab : tabList_) {
+    if (tab.view.records != nullptr) return tab.view.records;
+  }
+  return nullptr;
 }
 RecordTableModel* MainWindow::activeModel() const {
-  return attentionShown() ? attention_ : records_;
+  RecordTableView* table = activeView();
+  return table != nullptr ? table->recordModel() : nullptr;
 }
 
 bool MainWindow::selectRecord(const QString& key) {
+  if (activeModel() == nullptr) return false;
   const int row = activeModel()->rowOfKey(key.toStdString());
   if (row < 0) return false;
   RecordTableView* view = activeView();
@@ -379,31 +373,28 @@ void MainWindow::refreshNow() {
 
 void MainWindow::refreshAll(bool automatic) {
   if (automatic && (isPaused() || !session_->isConnected())) return;
-  if (!automatic || records_->refreshKeepsPosition()) records_->refresh();
-  attention_->refresh();
-  reconciliation_->refresh();
-  overcharges_->refresh();
-  traceAudit_->refresh();
+  for (const Tab& tab : tabList_) {
+    if (tab.view.refresh) tab.view.refresh(automatic);
+  }
   requestCounts();
   selected_->refresh();
-  records_->touchAges();
-  attention_->touchAges();
+  for (const Tab& tab : tabList_) {
+    if (tab.view.records != nullptr) tab.view.records->recordModel()->touchAges();
+  }
   updateLoadedText();
 }
 
 void MainWindow::requestCounts() {
   if (countsRequests_.isRunning()) return;
   session_->submit(countsRequests_, "count stuck records", readCounts,
-                   [this](const UnsettledCounts& counts) {
-                     counts_ = counts;
-                     haveCounts_ = true;
-                     showCounts(counts);
-                   });
+                   [this](const UnsettledCounts& counts) { showCounts(counts); });
 }
 
 void MainWindow::onConnected(const ConnectionInfo& info) {
-  records_->setClockOffset(info.clockOffset);
-  attention_->setClockOffset(info.clockOffset);
+  for (const Tab& tab : tabList_) {
+    if (tab.view.records != nullptr)
+      tab.view.records->recordModel()->setClockOffset(info.clockOffset);
+  }
   readOnlyLabel_->setText(QStringLiteral("READ-ONLY"));
   readOnlyLabel_->setToolTip(
       QStringLiteral("%1 is not a member of idem_operator: records can be inspected, not settled")
@@ -422,9 +413,7 @@ void MainWindow::onDisconnected(const QString& message, int, bool needsPassword)
 
 void MainWindow::showCounts(const UnsettledCounts& counts) {
   const qint64 stuck = counts.processingPastLease + counts.unknown;
-  tabs_->setTabText(kAttentionTab, stuck > 0
-                                       ? QStringLiteral("Needs attention (%1)").arg(number(stuck))
-                                       : QStringLiteral("Needs attention"));
+  emit countsChanged(counts);
   countsLabel_->setText(
       stuck > 0
           ? QStringLiteral("stuck: <b style=\"color:%1;\">%2</b> processing past lease \u00B7 "
@@ -438,12 +427,6 @@ void MainWindow::showCounts(const UnsettledCounts& counts) {
                number(counts.unknown),
                counts.estimatedRecords >= 0 ? number(counts.estimatedRecords)
                                             : QStringLiteral("?")));
-  attentionHeader_->setText(
-      QStringLiteral(
-          "<b>Stuck records</b>, the one waiting longest first: PROCESSING past its lease "
-          "(%1) and UNKNOWN (%2). Each needs a person to decide, with evidence, whether the "
-          "side effect happened.")
-          .arg(number(counts.processingPastLease), number(counts.unknown)));
 }
 
 void MainWindow::onCurrentRowChanged(RecordTableView* view, const QModelIndex& current) {
@@ -458,12 +441,14 @@ void MainWindow::onCurrentRowChanged(RecordTableView* view, const QModelIndex& c
 }
 
 void MainWindow::onTabChanged() {
-  // The money tabs show their own business object; the record detail is for the record tables.
-  detail_->setVisible(tabs_->currentIndex() <= kAttentionTab);
-  const QModelIndex current = activeView()->currentIndex();
-  selected_->select(current.isValid()
-                        ? current.data(RecordTableModel::KeyRole).toString().toStdString()
-                        : std::string());
+  // The other tabs show their own business object; the record detail is for the record tables.
+  const Tab* current = currentTab();
+  detail_->setVisible(current != nullptr && current->view.records != nullptr);
+  exportAction_->setEnabled(current != nullptr && static_cast<bool>(current->view.exportCsv));
+  if (activeView() == nullptr) return;
+  const QModelIndex row = activeView()->currentIndex();
+  selected_->select(row.isValid() ? row.data(RecordTableModel::KeyRole).toString().toStdString()
+                                  : std::string());
   updateLoadedText();
 }
 
@@ -510,6 +495,7 @@ void MainWindow::updateSettleAction() {
 
 void MainWindow::updateLoadedText() {
   const RecordTableModel* model = activeModel();
+  if (model == nullptr) return;
   QString text = QStringLiteral("%1 %2 loaded")
                      .arg(number(model->rowCount()),
                           model->rowCount() == 1 ? QStringLiteral("row") : QStringLiteral("rows"));
@@ -545,7 +531,7 @@ SettleDialog* MainWindow::openSettleDialog() {
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   connect(dialog, &SettleDialog::recordSettled, this,
           [this](const QString& key, const idem::SettleOutcome& outcome) {
-            onRecordSettled(key, QString::fromStdString(outcome.message));
+            announceSettled(key, QString::fromStdString(outcome.message));
           });
   connect(dialog, &SettleDialog::recordChanged, this, [this] { refreshAll(false); });
   settleDialog_ = dialog;
@@ -554,7 +540,7 @@ SettleDialog* MainWindow::openSettleDialog() {
   return dialog;
 }
 
-void MainWindow::onRecordSettled(const QString&, const QString& message) {
+void MainWindow::announceSettled(const QString&, const QString& message) {
   statusBar()->showMessage(message, 15000);
   refreshAll(false);
 }
@@ -596,11 +582,6 @@ void MainWindow::buildTimelineAndBulkSettle() {
       menu->addAction(bulkSettleMatchingAction_);
     }
   }
-  for (RecordTableView* view : {recordsView_, attentionView_}) {
-    view->setContextMenuPolicy(Qt::ActionsContextMenu);
-    view->addAction(bulkSettleAction_);
-    view->addAction(bulkSettleMatchingAction_);
-  }
 }
 
 void MainWindow::showBusinessObject(const QString& bizType, const QString& bizId) {
@@ -620,6 +601,7 @@ BulkSettleDialog* MainWindow::openBulkSettle(bool allMatching) {
         15000);
     return nullptr;
   }
+  if (activeView() == nullptr) return nullptr;
   auto* dialog = new BulkSettleDialog(session_, this);
   dialog->setAttribute(Qt::WA_DeleteOnClose);
   if (allMatching) {
@@ -639,22 +621,18 @@ BulkSettleDialog* MainWindow::openBulkSettle(bool allMatching) {
 }
 
 int MainWindow::exportCsv(QIODevice& out) const {
-  if (tabs_->currentWidget() == reconciliation_) {
-    return writeCsv(*reconciliation_->model(), out, ReconciliationModel::ExportRole);
-  }
-  if (tabs_->currentWidget() == overcharges_) {
-    return writeCsv(*overcharges_->model(), out, OverchargeModel::ExportRole);
-  }
-  if (tabs_->currentWidget() == traceAudit_) {
-    return writeCsv(*traceAudit_->model(), out, TraceStoryModel::ExportRole);
-  }
-  return writeCsv(*activeModel(), out, RecordTableModel::ExportRole);
+  const Tab* current = currentTab();
+  if (current == nullptr || !current->view.exportCsv) return -1;
+  return current->view.exportCsv(out);
 }
 
 void MainWindow::exportToFile() {
+  const Tab* current = currentTab();
+  if (current == nullptr || !current->view.exportCsv) return;
   const QString suggested =
       QStringLiteral("idemwatch-%1-%2.csv")
-          .arg(attentionShown() ? QStringLiteral("attention") : QStringLiteral("records"),
+          .arg(current->view.exportName.isEmpty() ? QStringLiteral("view")
+                                                  : current->view.exportName,
                QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmm")));
   const QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export the view as CSV"),
                                                     suggested, QStringLiteral("CSV files (*.csv)"));
@@ -674,41 +652,13 @@ void MainWindow::exportToFile() {
   statusBar()->showMessage(QStringLiteral("Exported %1 rows to %2").arg(number(rows), path), 15000);
 }
 
-}  // namespace idem::admin
-
-namespace idem::admin {
-
-// The Reconciliation, Overcharges and Trace audit tabs, refreshed with the rest (refreshAll).
-void MainWindow::buildMoneyTabs() {
-  reconciliation_ = new ReconciliationView(session_, this);
-  overcharges_ = new OverchargesView(session_, this);
-  traceAudit_ = new TraceAuditView(session_, this);
-  tabs_->insertTab(kReconciliationTab, reconciliation_, QStringLiteral("Reconciliation"));
-  tabs_->insertTab(kOverchargesTab, overcharges_, QStringLiteral("Overcharges"));
-  tabs_->addTab(traceAudit_, QStringLiteral("Trace audit"));
-  const auto counted = [this](int tab, const QString& title) {
-    return [this, tab, title](int rows) {
-      tabs_->setTabText(tab, rows > 0 ? QStringLiteral("%1 (%2)").arg(title, number(rows)) : title);
-    };
-  };
-  connect(reconciliation_, &ReconciliationView::countChanged, this,
-          counted(kReconciliationTab, QStringLiteral("Reconciliation")));
-  connect(overcharges_, &OverchargesView::countChanged, this,
-          counted(kOverchargesTab, QStringLiteral("Overcharges")));
-  connect(reconciliation_, &ReconciliationView::recordSettled, this, &MainWindow::onRecordSettled);
-  connect(traceAudit_, &TraceAuditView::businessObjectSelected, this,
-          &MainWindow::showBusinessObjectStory);
-  // Every table, the new tabs' and the records', copies its current cell (Ctrl+C, context menu).
-  enableCellCopyIn(this);
-}
-
 void MainWindow::showBusinessObjectStory(const QString& bizType, const QString& bizId) {
   showBusinessObject(bizType, bizId);
   emit businessObjectChosen(bizType, bizId);
 }
 
-// "idemwatch admin — alice@idem — UNKNOWN · payment": who, where, and what the records table is
-// limited to.
+// "idemwatch admin — alice@idem — UNKNOWN · payment": who, where, and the views' detail (what the
+// records table is limited to).
 void MainWindow::updateWindowTitle() {
   QString title = QStringLiteral("idemwatch admin");
   if (session_->isConnected()) {
@@ -717,8 +667,7 @@ void MainWindow::updateWindowTitle() {
                  .arg(info.role, info.database,
                       info.isOperator ? QString() : QStringLiteral(" (read-only)"));
   }
-  const QString filter = filterSummary(records_->filter());
-  if (!filter.isEmpty()) title += QStringLiteral(" \u2014 %1").arg(filter);
+  if (!titleDetail_.isEmpty()) title += QStringLiteral(" \u2014 %1").arg(titleDetail_);
   setWindowTitle(title);
 }
 

@@ -7,9 +7,12 @@
 #include <QTreeView>
 #include <map>
 
+#include "models/csv_writer.hpp"
 #include "models/money_text.hpp"
 #include "widgets/column_widths.hpp"
 #include "widgets/console_table.hpp"
+#include "widgets/main_window.hpp"
+#include "widgets/view_registry.hpp"
 
 namespace idem::admin {
 
@@ -77,5 +80,30 @@ void OverchargesView::onRows(const std::vector<Overcharge>& rows) {
                 .arg(totals.join(QStringLiteral(" + "))));
   emit countChanged(model_.rowCount());
 }
+
+namespace {
+
+[[maybe_unused]] const bool registered = registerView({
+    .name = QStringLiteral("Overcharges"),
+    .order = 40,
+    .make =
+        [](const ViewContext& c, QWidget* parent) {
+          auto* view = new OverchargesView(c.session, parent);
+          MainWindow* window = &c.window;
+          QObject::connect(view, &OverchargesView::countChanged, window,
+                           [window, view](int rows) { window->setTabCount(view, rows); });
+          return View{
+              .page = view,
+              .refresh = [view](bool) { view->refresh(); },
+              .exportCsv =
+                  [view](QIODevice& out) {
+                    return writeCsv(*view->model(), out, OverchargeModel::ExportRole);
+                  },
+              .exportName = QStringLiteral("overcharges"),
+          };
+        },
+});
+
+}  // namespace
 
 }  // namespace idem::admin

@@ -8,6 +8,7 @@
 #include <QToolButton>
 #include <QTreeView>
 
+#include "models/csv_writer.hpp"
 #include "models/database_session.hpp"
 #include "models/database_worker.hpp"
 #include "models/settle_availability.hpp"
@@ -16,8 +17,10 @@
 #include "models/utf8_text.hpp"
 #include "widgets/column_widths.hpp"
 #include "widgets/console_table.hpp"
+#include "widgets/main_window.hpp"
 #include "widgets/settle_dialog.hpp"
 #include "widgets/table_copy.hpp"
+#include "widgets/view_registry.hpp"
 
 namespace idem::admin {
 namespace {
@@ -31,7 +34,7 @@ std::optional<FundFlow> chargeOf(const std::vector<FundFlow>& flows,
     if (firstChargeId && f.id == *firstChargeId) return f;
   }
   for (const FundFlow& f : flows) {
-    if (moneyMovementOf(f.kind) == MoneyMovement::Charge) return f;
+    if (f.role == SideEffectRole::Effect) return f;
   }
   return std::nullopt;
 }
@@ -58,18 +61,7 @@ ReconciliationView::ReconciliationView(DatabaseSession* session, QWidget* parent
       settleHint_(new QLabel(this)),
       settleButton_(new QToolButton(this)),
       settleAction_(new QAction(this)) {
-  windowHours_->setObjectName(QStringLiteral("reconciliationWindow"));
-  windowHours_->setRange(1, 24 * 30);
-  windowHours_->setSuffix(QStringLiteral(" h"));
-  windowHours_->setToolTip(
-      QStringLiteral("How far back the questions look (the exporter's "
-                     "--reconcile-window)"));
-  graceMinutes_->setObjectName(QStringLiteral("reconciliationGrace"));
-  graceMinutes_->setRange(0, 24 * 60);
-  graceMinutes_->setSuffix(QStringLiteral(" min"));
-  graceMinutes_->setToolTip(
-      QStringLiteral("The newest changes are left out for this long: a charge whose SUCCESS is on "
-                     "its way is not a mismatch yet (the exporter's grace period)"));
+  setUpSpanControls();
   setSpan(ReconciliationWindow{});
 
   summary_->setObjectName(QStringLiteral("reconciliationSummary"));
@@ -109,6 +101,22 @@ ReconciliationView::ReconciliationView(DatabaseSession* session, QWidget* parent
     if (settleAction_->isEnabled()) settleSelected();
   });
   updateSettleAction();
+}
+
+// The window and grace period: the exporter's flags, here per view.
+void ReconciliationView::setUpSpanControls() {
+  windowHours_->setObjectName(QStringLiteral("reconciliationWindow"));
+  windowHours_->setRange(1, 24 * 30);
+  windowHours_->setSuffix(QStringLiteral(" h"));
+  windowHours_->setToolTip(
+      QStringLiteral("How far back the questions look (the exporter's "
+                     "--reconcile-window)"));
+  graceMinutes_->setObjectName(QStringLiteral("reconciliationGrace"));
+  graceMinutes_->setRange(0, 24 * 60);
+  graceMinutes_->setSuffix(QStringLiteral(" min"));
+  graceMinutes_->setToolTip(
+      QStringLiteral("The newest changes are left out for this long: a charge whose SUCCESS is on "
+                     "its way is not a mismatch yet (the exporter's grace period)"));
 }
 
 SettleDialog* ReconciliationView::settleDialog() const {
@@ -246,5 +254,32 @@ void ReconciliationView::openDialog(const RecordEvidence& evidence, const Reconc
   dialog->open();
   emit settleDialogOpened(dialog);
 }
+
+namespace {
+
+[[maybe_unused]] const bool registered = registerView({
+    .name = QStringLiteral("Reconciliation"),
+    .order = 30,
+    .make =
+        [](const ViewContext& c, QWidget* parent) {
+          auto* view = new ReconciliationView(c.session, parent);
+          MainWindow* window = &c.window;
+          QObject::connect(view, &ReconciliationView::countChanged, window,
+                           [window, view](int rows) { window->setTabCount(view, rows); });
+          QObject::connect(view, &ReconciliationView::recordSettled, window,
+                           &MainWindow::announceSettled);
+          return View{
+              .page = view,
+              .refresh = [view](bool) { view->refresh(); },
+              .exportCsv =
+                  [view](QIODevice& out) {
+                    return writeCsv(*view->model(), out, ReconciliationModel::ExportRole);
+                  },
+              .exportName = QStringLiteral("reconciliation"),
+          };
+        },
+});
+
+}  // namespace
 
 }  // namespace idem::admin

@@ -48,6 +48,7 @@ class ReconciliationView : public BusinessObjectTab {
   void recordSettled(const QString& key, const QString& message);
 
  private:
+  void setUpSpanControls();
   void onRows(const std::vector<ReconciliationRow>& rows);
   void onCurrentChanged();
   void updateSettleAction();

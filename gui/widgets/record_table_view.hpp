@@ -23,6 +23,7 @@ class RecordTableView : public QTableView {
   // Shows the model and keeps the operator's place across its refreshes: when rows arrive above
   // the first visible one, that row stays first (at the very top, new rows simply appear).
   void setRecordModel(RecordTableModel* model);
+  RecordTableModel* recordModel() const { return records_; }
   // Widths for the record columns.
   void applyRecordColumnWidths();
   void showOrder(RecordOrder order);

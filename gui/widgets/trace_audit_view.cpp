@@ -10,12 +10,15 @@
 #include <QVBoxLayout>
 #include <set>
 
+#include "models/csv_writer.hpp"
 #include "models/database_session.hpp"
 #include "models/status_palette.hpp"
 #include "models/utf8_text.hpp"
 #include "widgets/column_widths.hpp"
 #include "widgets/console_table.hpp"
+#include "widgets/main_window.hpp"
 #include "widgets/refresh_stamp.hpp"
+#include "widgets/view_registry.hpp"
 
 namespace idem::admin {
 
@@ -128,5 +131,30 @@ void TraceAuditView::onEvents(const std::vector<StoryEvent>& events) {
                 .arg(keys.size())
                 .arg(flows));
 }
+
+namespace {
+
+[[maybe_unused]] const bool registered = registerView({
+    .name = QStringLiteral("Trace audit"),
+    .order = 50,
+    .make =
+        [](const ViewContext& c, QWidget* parent) {
+          auto* view = new TraceAuditView(c.session, parent);
+          // The selected event's business object: its story in the Timeline dock.
+          QObject::connect(view, &TraceAuditView::businessObjectSelected, &c.window,
+                           &MainWindow::showBusinessObjectStory);
+          return View{
+              .page = view,
+              .refresh = [view](bool) { view->refresh(); },
+              .exportCsv =
+                  [view](QIODevice& out) {
+                    return writeCsv(*view->model(), out, TraceStoryModel::ExportRole);
+                  },
+              .exportName = QStringLiteral("trace-audit"),
+          };
+        },
+});
+
+}  // namespace
 
 }  // namespace idem::admin

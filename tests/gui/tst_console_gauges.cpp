@@ -52,10 +52,10 @@ class TestConsoleGauges : public QObject {
     MainWindow::Options o;
     o.refreshInterval = std::chrono::hours(1);
     MainWindow w(o);
-    w.reconciliationView()->setSpan({std::chrono::hours(24), std::chrono::seconds(0)});
+    w.view<ReconciliationView>()->setSpan({std::chrono::hours(24), std::chrono::seconds(0)});
     w.connectTo(test::settingsFor(db_->dsnAs(alice)));
-    ReconciliationView* rec = w.reconciliationView();
-    OverchargesView* over = w.overchargesView();
+    ReconciliationView* rec = w.view<ReconciliationView>();
+    OverchargesView* over = w.view<OverchargesView>();
     const auto loaded = [&] {
       return QTest::qWaitFor(
           [&] {

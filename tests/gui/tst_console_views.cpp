@@ -117,7 +117,7 @@ class TestConsoleViews : public QObject {
     o.backoff = ReconnectBackoff(200ms, 1s);
     auto w = std::make_unique<MainWindow>(o);
     // Without the grace period: every row of the test is seconds old.
-    w->reconciliationView()->setSpan({std::chrono::hours(24), std::chrono::seconds(0)});
+    w->view<ReconciliationView>()->setSpan({std::chrono::hours(24), std::chrono::seconds(0)});
     w->connectTo(test::settingsFor(db_->dsnAs(alice_)));
     w->show();
     return w;
@@ -125,8 +125,8 @@ class TestConsoleViews : public QObject {
 
   static bool reconciled(MainWindow& w) {
     return test::waitUntil([&] {
-      return w.session()->isConnected() && !w.reconciliationView()->isLoading() &&
-             w.reconciliationView()->stamp()->last().isValid();
+      return w.session()->isConnected() && !w.view<ReconciliationView>()->isLoading() &&
+             w.view<ReconciliationView>()->stamp()->last().isValid();
     });
   }
 
@@ -184,7 +184,7 @@ class TestConsoleViews : public QObject {
     seedMoneyCases();
     auto w = openWindow();
     QVERIFY(reconciled(*w));
-    ReconciliationModel* m = w->reconciliationView()->model();
+    ReconciliationModel* m = w->view<ReconciliationView>()->model();
     QAbstractItemModelTester tester(m, QAbstractItemModelTester::FailureReportingMode::QtTest);
 
     std::vector<std::string> expected = test::keysBySql(*db_, kMovedSql);
@@ -193,10 +193,11 @@ class TestConsoleViews : public QObject {
     QCOMPARE(m->count(MoneyQuestion::MovedWithoutSuccess), 3);  // debited, double, failed
     QCOMPARE(m->count(MoneyQuestion::SuccessWithoutMoney), 1);
     QCOMPARE(w->tabs()->tabText(2), QStringLiteral("Reconciliation (4)"));
-    QVERIFY(w->reconciliationView()->stamp()->text().startsWith(QStringLiteral("last refreshed")));
+    QVERIFY(w->view<ReconciliationView>()->stamp()->text().startsWith(
+        QStringLiteral("last refreshed")));
 
     // A SUCCESS row has nothing to settle; a FAILED record with a charge offers the correction.
-    ReconciliationView* v = w->reconciliationView();
+    ReconciliationView* v = w->view<ReconciliationView>();
     v->table()->setCurrentIndex(
         m->index(rowOf(*m, "ord-nm", MoneyQuestion::SuccessWithoutMoney), 0));
     QVERIFY(!v->settleAction()->isEnabled());
@@ -223,7 +224,7 @@ class TestConsoleViews : public QObject {
   void settleFromReconciliationWithTheChargeAsEvidence() {
     auto w = openWindow();
     QVERIFY(reconciled(*w));
-    ReconciliationView* v = w->reconciliationView();
+    ReconciliationView* v = w->view<ReconciliationView>();
     ReconciliationModel* m = v->model();
     const int row = rowOf(*m, "ord-debited", MoneyQuestion::MovedWithoutSuccess);
     QVERIFY(row >= 0);
@@ -273,7 +274,7 @@ class TestConsoleViews : public QObject {
 
   void overchargeLeavesOnceTheRefundIsRecorded() {
     auto w = openWindow();
-    OverchargesView* v = w->overchargesView();
+    OverchargesView* v = w->view<OverchargesView>();
     QAbstractItemModelTester tester(v->model(),
                                     QAbstractItemModelTester::FailureReportingMode::QtTest);
     QTRY_VERIFY_WITH_TIMEOUT(v->stamp()->last().isValid() && !v->isLoading(), 15000);
@@ -305,7 +306,7 @@ class TestConsoleViews : public QObject {
   void traceSearchTellsTheIncidentInOrder() {
     seedIncident();
     auto w = openWindow();
-    TraceAuditView* v = w->traceAuditView();
+    TraceAuditView* v = w->view<TraceAuditView>();
     QAbstractItemModelTester tester(v->model(),
                                     QAbstractItemModelTester::FailureReportingMode::QtTest);
     QTRY_VERIFY_WITH_TIMEOUT(w->session()->isConnected(), 15000);
@@ -350,7 +351,7 @@ class TestConsoleViews : public QObject {
   void traceAuditShowsEveryColumnOfTheStory() {
     seedIncident();
     auto w = openWindow();
-    TraceAuditView* v = w->traceAuditView();
+    TraceAuditView* v = w->view<TraceAuditView>();
     QTRY_VERIFY_WITH_TIMEOUT(w->session()->isConnected(), 15000);
     v->search(StorySubject::Trace, QStringLiteral("trace-incident"));
     QTRY_VERIFY_WITH_TIMEOUT(!v->isLoading() && v->model()->rowCount() == 6, 15000);
@@ -452,7 +453,7 @@ class TestConsoleViews : public QObject {
     QCOMPARE(QGuiApplication::clipboard()->text(), key.data().toString());
     QVERIFY(!key.data().toString().isEmpty());
     // Every table of the new tabs copies too, and keys elide from the left.
-    QVERIFY(w->reconciliationView()->table()->findChild<QAction*>(
+    QVERIFY(w->view<ReconciliationView>()->table()->findChild<QAction*>(
                 QStringLiteral("copyCellAction")) != nullptr);
     QVERIFY(view->itemDelegateForColumn(RecordTableModel::Key) != nullptr);
     QVERIFY(view->itemDelegateForColumn(RecordTableModel::BizId) != nullptr);
@@ -485,21 +486,22 @@ class TestConsoleViews : public QObject {
     auto w = openWindow();
     w->resize(1500, 900);
     QVERIFY(reconciled(*w));
-    OverchargesView* over = w->overchargesView();
+    OverchargesView* over = w->view<OverchargesView>();
     QTRY_VERIFY_WITH_TIMEOUT(over->stamp()->last().isValid(), 15000);
-    ReconciliationView* rec = w->reconciliationView();
+    ReconciliationView* rec = w->view<ReconciliationView>();
     rec->table()->setCurrentIndex(rec->model()->index(
         rowOf(*rec->model(), "ord-double", MoneyQuestion::MovedWithoutSuccess), 0));
     QTRY_VERIFY_WITH_TIMEOUT(rec->object()->fundFlows()->rowCount() == 2, 15000);
     over->table()->setCurrentIndex(over->model()->index(0, 0));
     QTRY_VERIFY_WITH_TIMEOUT(over->object()->fundFlows()->rowCount() == 2, 15000);
-    w->traceAuditView()->search(StorySubject::Trace, QStringLiteral("trace-incident"));
-    QTRY_VERIFY_WITH_TIMEOUT(w->traceAuditView()->model()->rowCount() == 6, 15000);
-    w->traceAuditView()->table()->setCurrentIndex(w->traceAuditView()->model()->index(3, 0));
+    w->view<TraceAuditView>()->search(StorySubject::Trace, QStringLiteral("trace-incident"));
+    QTRY_VERIFY_WITH_TIMEOUT(w->view<TraceAuditView>()->model()->rowCount() == 6, 15000);
+    w->view<TraceAuditView>()->table()->setCurrentIndex(
+        w->view<TraceAuditView>()->model()->index(3, 0));
     const std::pair<QWidget*, const char*> tabs[] = {
         {rec, "admin-reconciliation.png"},
         {over, "admin-overcharges.png"},
-        {w->traceAuditView(), "admin-trace-audit.png"}};
+        {w->view<TraceAuditView>(), "admin-trace-audit.png"}};
     for (const auto& [tab, file] : tabs) {
       w->tabs()->setCurrentWidget(tab);
       QTest::qWait(200);
