@@ -47,6 +47,15 @@ BulkSettleDialog::BulkSettleDialog(DatabaseSession* session, QWidget* parent)
       closeButton_(new QPushButton(QStringLiteral("Close"), this)) {
   setObjectName(QStringLiteral("bulkSettleDialog"));
   setWindowTitle(QStringLiteral("Settle many records"));
+  setUpFields();
+  layOut();
+  wireSignals();
+  resize(980, 680);
+  showCount();
+  updateButtons();
+}
+
+void BulkSettleDialog::setUpFields() {
   count_->setObjectName(QStringLiteral("bulkCount"));
   count_->setTextFormat(Qt::RichText);
   count_->setWordWrap(true);
@@ -76,7 +85,9 @@ BulkSettleDialog::BulkSettleDialog(DatabaseSession* session, QWidget* parent)
   startButton_->setObjectName(QStringLiteral("bulkStart"));
   cancelButton_->setObjectName(QStringLiteral("bulkCancel"));
   exportButton_->setObjectName(QStringLiteral("bulkExport"));
+}
 
+void BulkSettleDialog::layOut() {
   auto* intro = new QLabel(
       QStringLiteral("Each record is settled on its own, through the same checks as a single "
                      "settle, with the version listed here: a record that changed since, whose "
@@ -102,16 +113,15 @@ BulkSettleDialog::BulkSettleDialog(DatabaseSession* session, QWidget* parent)
   layout->addWidget(table_, 1);
   layout->addWidget(summary_);
   layout->addLayout(buttons);
+}
 
+void BulkSettleDialog::wireSignals() {
   connect(startButton_, &QPushButton::clicked, this, &BulkSettleDialog::start);
   connect(cancelButton_, &QPushButton::clicked, this, &BulkSettleDialog::cancelRun);
   connect(exportButton_, &QPushButton::clicked, this, &BulkSettleDialog::exportToFile);
   connect(closeButton_, &QPushButton::clicked, this, &BulkSettleDialog::reject);
   connect(&run_, &BulkSettle::progressed, this, &BulkSettleDialog::onProgress);
   connect(&run_, &BulkSettle::finished, this, &BulkSettleDialog::onFinished);
-  resize(980, 680);
-  showCount();
-  updateButtons();
 }
 
 void BulkSettleDialog::setTargets(std::vector<BulkTarget> targets, const QString& what) {

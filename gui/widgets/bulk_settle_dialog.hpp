@@ -60,6 +60,9 @@ class BulkSettleDialog : public QDialog {
   void reject() override;
 
  private:
+  void setUpFields();
+  void layOut();
+  void wireSignals();
   void showCount();
   void showMessage(const QString& text, bool error);
   void onProgress(int processed, int total);

@@ -30,41 +30,14 @@ ConnectionDialog::ConnectionDialog(const ConnectionProfile& profile, QWidget* pa
   setWindowTitle(QStringLiteral("Connect to the idem database"));
   setMinimumWidth(520);
 
-  useFields_->setObjectName(QStringLiteral("connectionUseFields"));
-  useDsn_->setObjectName(QStringLiteral("connectionUseDsn"));
-  dsn_->setObjectName(QStringLiteral("connectionDsn"));
-  host_->setObjectName(QStringLiteral("connectionHost"));
-  port_->setObjectName(QStringLiteral("connectionPort"));
-  dbname_->setObjectName(QStringLiteral("connectionDatabase"));
-  user_->setObjectName(QStringLiteral("connectionUser"));
-  problem_->setObjectName(QStringLiteral("connectionProblem"));
-  problem_->setWordWrap(true);
-  problem_->setStyleSheet(QStringLiteral("color: %1;").arg(toneCss(Tone::ErrorText)));
-  problem_->setVisible(false);
+  setUpFields();
 
   auto* choice = new QHBoxLayout;
   choice->addWidget(useFields_);
   choice->addWidget(useDsn_);
   choice->addStretch(1);
 
-  auto* fieldsPage = new QWidget(this);
-  auto* fields = new QFormLayout(fieldsPage);
-  host_->setPlaceholderText(QStringLiteral("PGHOST, or the local socket"));
-  port_->setPlaceholderText(QStringLiteral("PGPORT, or 5432"));
-  dbname_->setPlaceholderText(QStringLiteral("PGDATABASE, or the user name"));
-  user_->setPlaceholderText(QStringLiteral("PGUSER, or your login name"));
-  fields->addRow(QStringLiteral("Host:"), host_);
-  fields->addRow(QStringLiteral("Port:"), port_);
-  fields->addRow(QStringLiteral("Database:"), dbname_);
-  fields->addRow(QStringLiteral("User:"), user_);
-
-  auto* dsnPage = new QWidget(this);
-  auto* dsnForm = new QFormLayout(dsnPage);
-  dsn_->setPlaceholderText(
-      QStringLiteral("host=db.internal dbname=idem user=alice  or  postgresql://alice@db/idem"));
-  dsnForm->addRow(QStringLiteral("DSN:"), dsn_);
-  stack_->addWidget(fieldsPage);
-  stack_->addWidget(dsnPage);
+  addPages();
 
   auto* secret = new QFormLayout;
   password_->setEchoMode(QLineEdit::Password);
@@ -95,6 +68,42 @@ ConnectionDialog::ConnectionDialog(const ConnectionProfile& profile, QWidget* pa
           [this](bool dsn) { stack_->setCurrentIndex(dsn ? 1 : 0); });
   (profile.useDsn ? useDsn_ : useFields_)->setChecked(true);
   stack_->setCurrentIndex(profile.useDsn ? 1 : 0);
+}
+
+void ConnectionDialog::setUpFields() {
+  useFields_->setObjectName(QStringLiteral("connectionUseFields"));
+  useDsn_->setObjectName(QStringLiteral("connectionUseDsn"));
+  dsn_->setObjectName(QStringLiteral("connectionDsn"));
+  host_->setObjectName(QStringLiteral("connectionHost"));
+  port_->setObjectName(QStringLiteral("connectionPort"));
+  dbname_->setObjectName(QStringLiteral("connectionDatabase"));
+  user_->setObjectName(QStringLiteral("connectionUser"));
+  problem_->setObjectName(QStringLiteral("connectionProblem"));
+  problem_->setWordWrap(true);
+  problem_->setStyleSheet(QStringLiteral("color: %1;").arg(toneCss(Tone::ErrorText)));
+  problem_->setVisible(false);
+}
+
+// The two ways to name the server: host, port, database and user, or one connection string.
+void ConnectionDialog::addPages() {
+  auto* fieldsPage = new QWidget(this);
+  auto* fields = new QFormLayout(fieldsPage);
+  host_->setPlaceholderText(QStringLiteral("PGHOST, or the local socket"));
+  port_->setPlaceholderText(QStringLiteral("PGPORT, or 5432"));
+  dbname_->setPlaceholderText(QStringLiteral("PGDATABASE, or the user name"));
+  user_->setPlaceholderText(QStringLiteral("PGUSER, or your login name"));
+  fields->addRow(QStringLiteral("Host:"), host_);
+  fields->addRow(QStringLiteral("Port:"), port_);
+  fields->addRow(QStringLiteral("Database:"), dbname_);
+  fields->addRow(QStringLiteral("User:"), user_);
+
+  auto* dsnPage = new QWidget(this);
+  auto* dsnForm = new QFormLayout(dsnPage);
+  dsn_->setPlaceholderText(
+      QStringLiteral("host=db.internal dbname=idem user=alice  or  postgresql://alice@db/idem"));
+  dsnForm->addRow(QStringLiteral("DSN:"), dsn_);
+  stack_->addWidget(fieldsPage);
+  stack_->addWidget(dsnPage);
 }
 
 ConnectionProfile ConnectionDialog::profile() const {

@@ -33,6 +33,9 @@ class ConnectionDialog : public QDialog {
   void focusPassword();
 
  private:
+  void setUpFields();
+  void addPages();
+
   QRadioButton* useFields_;
   QRadioButton* useDsn_;
   QStackedWidget* stack_;

@@ -59,6 +59,28 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
   auto* outer = new QVBoxLayout(page);
   outer->setContentsMargins(6, 6, 6, 6);
 
+  outer->addLayout(buildHeader(settleAction));
+
+  auto* body = new QHBoxLayout;
+  body->addWidget(buildFields(page), 0, Qt::AlignTop);
+
+  buildEvidenceTabs();
+  body->addWidget(tabs_, 1);
+  outer->addLayout(body, 1);
+
+  stack_->addWidget(placeholder_);
+  stack_->addWidget(page);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->addWidget(stack_);
+
+  connect(selected_, &SelectedRecord::changed, this, &RecordDetailView::updateFromRecord);
+  connect(selected_, &SelectedRecord::failed, this, &RecordDetailView::updateFromRecord);
+  updateFromRecord();
+}
+
+// The record's key and status, the settle hint and the Settle button.
+QHBoxLayout* RecordDetailView::buildHeader(QAction* settleAction) {
   auto* header = new QHBoxLayout;
   QFont titleFont = title_->font();
   titleFont.setPointSizeF(titleFont.pointSizeF() * 1.2);
@@ -82,9 +104,11 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
   settleHint_->setVisible(false);
   header->addWidget(settleHint_);
   header->addWidget(settleButton_);
-  outer->addLayout(header);
+  return header;
+}
 
-  auto* body = new QHBoxLayout;
+// The record's fields, beside the evidence tabs.
+QWidget* RecordDetailView::buildFields(QWidget* page) {
   auto* fieldsBox = new QWidget(page);
   auto* form = new QFormLayout(fieldsBox);
   form->setContentsMargins(0, 0, 12, 0);
@@ -102,8 +126,11 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
   addField(form, QStringLiteral("retry_allowed"), QStringLiteral("Retry"));
   fieldsBox->setMinimumWidth(340);
   fieldsBox->setMaximumWidth(460);
-  body->addWidget(fieldsBox, 0, Qt::AlignTop);
+  return fieldsBox;
+}
 
+// The transitions, attempts, fund flows and payloads, one tab each.
+void RecordDetailView::buildEvidenceTabs() {
   timeline_ = makeEvidenceTable(selected_->transitions(), tabs_, QStringLiteral("timelineView"),
                                 RowSelection::Rows);
   attempts_ = makeEvidenceTable(selected_->attempts(), tabs_, QStringLiteral("attemptsView"),
@@ -118,8 +145,6 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
   tabs_->addTab(fundFlows_, QStringLiteral("Fund flows"));
   tabs_->addTab(request_, QStringLiteral("Request"));
   tabs_->addTab(response_, QStringLiteral("Response"));
-  body->addWidget(tabs_, 1);
-  outer->addLayout(body, 1);
 
   const QString time = QStringLiteral("2026-11-30 02:44:06");
   fitColumns(timeline_,
@@ -132,16 +157,6 @@ RecordDetailView::RecordDetailView(SelectedRecord* selected, QAction* settleActi
              {time, QStringLiteral("UNFREEZE"), QStringLiteral("99 999.99 CNY"),
               QStringLiteral("gw-0123456789ab"), QStringLiteral("issue_coupon:cpn-49183:73f301"),
               QStringLiteral("Duplicate of")});
-
-  stack_->addWidget(placeholder_);
-  stack_->addWidget(page);
-  auto* layout = new QVBoxLayout(this);
-  layout->setContentsMargins(0, 0, 0, 0);
-  layout->addWidget(stack_);
-
-  connect(selected_, &SelectedRecord::changed, this, &RecordDetailView::updateFromRecord);
-  connect(selected_, &SelectedRecord::failed, this, &RecordDetailView::updateFromRecord);
-  updateFromRecord();
 }
 
 QLabel* RecordDetailView::addField(QFormLayout* form, const QString& name, const QString& label) {

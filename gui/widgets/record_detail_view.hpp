@@ -7,6 +7,7 @@
 
 class QAction;
 class QFormLayout;
+class QHBoxLayout;
 class QLabel;
 class QPlainTextEdit;
 class QStackedWidget;
@@ -35,6 +36,9 @@ class RecordDetailView : public QWidget {
   QString settleHint() const;
 
  private:
+  QHBoxLayout* buildHeader(QAction* settleAction);
+  QWidget* buildFields(QWidget* page);
+  void buildEvidenceTabs();
   void updateFromRecord();
   QLabel* addField(QFormLayout* form, const QString& name, const QString& label);
 

@@ -71,6 +71,14 @@ RecordFilterBar::RecordFilterBar(QWidget* parent)
       order_(new QComboBox(this)),
       clear_(new QToolButton(this)) {
   setObjectName(QStringLiteral("recordFilterBar"));
+  setUpFields();
+  layOutFields();
+  wireSignals();
+  // The table starts with this filter; only changes are announced.
+  lastEmitted_ = filter();
+}
+
+void RecordFilterBar::setUpFields() {
   for (const StatusChoice& c : statusChoices()) status_->addItem(QString::fromUtf8(c.label));
   status_->setObjectName(QStringLiteral("filterStatus"));
   status_->setToolTip(QStringLiteral("Status"));
@@ -114,7 +122,9 @@ RecordFilterBar::RecordFilterBar(QWidget* parent)
   clear_->setText(QStringLiteral("Clear"));
   clear_->setToolTip(QStringLiteral("Clear every filter"));
   clear_->setAutoRaise(true);
+}
 
+void RecordFilterBar::layOutFields() {
   auto* layout = new QHBoxLayout(this);
   layout->setContentsMargins(4, 4, 4, 4);
   layout->setSpacing(6);
@@ -130,7 +140,10 @@ RecordFilterBar::RecordFilterBar(QWidget* parent)
   layout->addWidget(caption(QStringLiteral("Order"), this));
   layout->addWidget(order_);
   layout->addWidget(clear_);
+}
 
+// Typing applies after a pause (or at once on Return); a choice from a list applies at once.
+void RecordFilterBar::wireSignals() {
   debounce_.setSingleShot(true);
   debounce_.setInterval(350);
   connect(&debounce_, &QTimer::timeout, this, &RecordFilterBar::applyNow);
@@ -148,8 +161,6 @@ RecordFilterBar::RecordFilterBar(QWidget* parent)
   connect(from_, &QDateTimeEdit::dateTimeChanged, this, &RecordFilterBar::scheduleApply);
   connect(to_, &QDateTimeEdit::dateTimeChanged, this, &RecordFilterBar::scheduleApply);
   connect(clear_, &QToolButton::clicked, this, &RecordFilterBar::clear);
-  // The table starts with this filter; only changes are announced.
-  lastEmitted_ = filter();
 }
 
 RecordFilter RecordFilterBar::filter() const {

@@ -43,6 +43,9 @@ class RecordFilterBar : public QWidget {
   void filterChanged(const idem::admin::RecordFilter& filter);
 
  private:
+  void setUpFields();
+  void layOutFields();
+  void wireSignals();
   void scheduleApply();
   void updateCustomRange();
 

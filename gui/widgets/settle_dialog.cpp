@@ -60,8 +60,25 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   flows_.setMarkingMoneyMovement(true);
 
   auto* layout = new QVBoxLayout(this);
+  addSummary(layout);
+  addFlows(layout);
+  addDecision(layout);
+  addWarnings(layout);
+  addConflict(layout);
+  addMessageAndButtons(layout);
+  wireSignals();
 
-  // What the operator is deciding on, as they saw it.
+  showMessage(correction_ ? QStringLiteral("Say what shows the money moved after all. Nothing is "
+                                           "written until you press Correct to SUCCESS.")
+                          : QStringLiteral("Choose the outcome the evidence shows, and say why. "
+                                           "Nothing is written until you press Settle."),
+              false);
+  if (correction_) chooseTarget(RecordStatus::Success);
+}
+
+// What the operator is deciding on, as they saw it: the record, its last error, and what a
+// correction or an expired lease means.
+void SettleDialog::addSummary(QVBoxLayout* layout) {
   auto* summary = new QLabel(this);
   summary->setObjectName(QStringLiteral("settleSummary"));
   summary->setTextFormat(Qt::RichText);
@@ -93,7 +110,11 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
           .arg(fromUtf8(seen_.bizType).toHtmlEscaped(), fromUtf8(seen_.bizId).toHtmlEscaped(),
                fromUtf8(seen_.tool).toHtmlEscaped(), details));
   layout->addWidget(summary);
+}
 
+// The business object's fund flows, the evidence the decision rests on, and the money position the
+// database's assessment states.
+void SettleDialog::addFlows(QVBoxLayout* layout) {
   auto* flowsBox =
       new QGroupBox(QStringLiteral("Fund flows of %1 / %2 (%3)")
                         .arg(fromUtf8(seen_.bizType), fromUtf8(seen_.bizId))
@@ -116,7 +137,10 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   moneyPosition_->setText(kCountedFlows);
   flowsLayout->addWidget(moneyPosition_);
   layout->addWidget(flowsBox);
+}
 
+// The outcome, the required reason and the optional gateway reference and evidence JSON.
+void SettleDialog::addDecision(QVBoxLayout* layout) {
   auto* decision = new QGroupBox(QStringLiteral("Decision"), this);
   auto* form = new QFormLayout(decision);
   toSuccess_->setText(
@@ -154,7 +178,10 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   evidenceJson_->setFixedHeight(evidenceJson_->fontMetrics().height() * 3);
   form->addRow(QStringLiteral("Evidence:"), evidenceJson_);
   layout->addWidget(decision);
+}
 
+// The assessment's warnings and the money-moved override, both hidden until an assessment asks.
+void SettleDialog::addWarnings(QVBoxLayout* layout) {
   warnings_->setObjectName(QStringLiteral("settleWarnings"));
   warnings_->setWordWrap(true);
   warnings_->setTextFormat(Qt::RichText);
@@ -169,7 +196,10 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
       "override, who made it and the side effect overridden"));
   override_->setVisible(false);
   layout->addWidget(override_);
+}
 
+// What changed since the operator looked, shown when the settle is refused as a conflict.
+void SettleDialog::addConflict(QVBoxLayout* layout) {
   conflictBox_->setObjectName(QStringLiteral("settleConflict"));
   conflictBox_->setTitle(QStringLiteral("Changed since you looked \u2014 nothing was written"));
   auto* conflictLayout = new QVBoxLayout(conflictBox_);
@@ -183,7 +213,9 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   conflictLayout->addWidget(conflictView_);
   conflictBox_->setVisible(false);
   layout->addWidget(conflictBox_);
+}
 
+void SettleDialog::addMessageAndButtons(QVBoxLayout* layout) {
   message_->setObjectName(QStringLiteral("settleMessage"));
   message_->setWordWrap(true);
   message_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -196,7 +228,9 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   settleButton_->setDefault(false);
   settleButton_->setAutoDefault(false);
   layout->addWidget(buttons_);
+}
 
+void SettleDialog::wireSignals() {
   // The Settle button submits; only a successful settle closes the dialog.
   connect(settleButton_, &QPushButton::clicked, this, &SettleDialog::submit);
   connect(buttons_, &QDialogButtonBox::rejected, this, &QDialog::reject);
@@ -209,13 +243,6 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
   });
   // Ticked or unticked by the operator: the warnings say what the decision now means.
   connect(override_, &QCheckBox::clicked, this, [this] { requestAssessment(true); });
-
-  showMessage(correction_ ? QStringLiteral("Say what shows the money moved after all. Nothing is "
-                                           "written until you press Correct to SUCCESS.")
-                          : QStringLiteral("Choose the outcome the evidence shows, and say why. "
-                                           "Nothing is written until you press Settle."),
-              false);
-  if (correction_) chooseTarget(RecordStatus::Success);
 }
 
 std::optional<RecordStatus> SettleDialog::target() const {

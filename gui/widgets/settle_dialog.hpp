@@ -33,6 +33,7 @@ class QPlainTextEdit;
 class QPushButton;
 class QRadioButton;
 class QTreeView;
+class QVBoxLayout;
 
 namespace idem::admin {
 
@@ -80,6 +81,15 @@ class SettleDialog : public QDialog {
   void assessed();
 
  private:
+  // The constructor's parts, top to bottom.
+  void addSummary(QVBoxLayout* layout);
+  void addFlows(QVBoxLayout* layout);
+  void addDecision(QVBoxLayout* layout);
+  void addWarnings(QVBoxLayout* layout);
+  void addConflict(QVBoxLayout* layout);
+  void addMessageAndButtons(QVBoxLayout* layout);
+  void wireSignals();
+
   std::optional<RecordStatus> target() const;
   void requestAssessment(bool keepOverride = false);
   void onAssessed(const idem::SettleAssessment& assessment);
