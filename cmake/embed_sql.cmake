@@ -1,5 +1,5 @@
 # Writes OUTPUT: a C++ file defining idem::bundledMigrations() from the numbered files in
-# SQL_DIR/migrations, idem::bundledObjects() from SQL_DIR/objects (functions, then views, then
+# SQL_DIR/migrations, idem::bundledObjects() from SQL_DIR/objects (domains, functions, views, then
 # triggers, each folder in name order) and idem::bundledBaseline() from the newest pair in
 # SQL_DIR/baseline, so that idemctl carries its schema and cannot run against SQL from a
 # different revision.
@@ -29,7 +29,7 @@ if(files)
   math(EXPR latest "${number}")
 endif()
 set(objects "")
-foreach(kind functions views triggers)
+foreach(kind domains functions views triggers)
   file(GLOB files RELATIVE "${SQL_DIR}/objects/${kind}" "${SQL_DIR}/objects/${kind}/*.sql")
   list(SORT files)
   foreach(name IN LISTS files)

@@ -92,7 +92,7 @@ SchemaObjects loadObjects(const std::filesystem::path& root) {
   std::error_code ec;
   if (!std::filesystem::is_directory(root / "objects", ec)) return out;
   out.version = loadMigrations(root).back().version;
-  for (const char* kind : {"functions", "views", "triggers"}) {
+  for (const char* kind : {"domains", "functions", "views", "triggers"}) {
     const std::filesystem::path folder = root / "objects" / kind;
     if (!std::filesystem::is_directory(folder, ec)) continue;
     std::vector<std::filesystem::path> files;
@@ -458,6 +458,7 @@ MigrationReport migrateOnce(pqxx::connection& connection, const std::vector<Migr
         throw DatabaseError(e.sqlstate(), "migrate: sql/baseline/" + b.grantsName +
                                               " failed: " + primaryMessage(e.what()));
       }
+      adoptNewObjects(tx);  // objects newer than the baseline's grants
       report.baseline = b.tablesName;
     }
 

@@ -8,23 +8,24 @@
 #include <string>
 #include <vector>
 
+#include "idem/vocabulary.hpp"
+
 namespace idem::ctl {
 
 // Exit codes: 0 done, 1 failed (database unreachable, a migration failed), 2 usage error; a settle
-// the server refused (nothing was written) exits with one code per reason, so a runbook script can
-// branch on it: 3 the record changed since the version given, 4 the ledger records the side
-// effect (FAILED refused),
-// 5 the lease is live, 6 invalid transition (SUCCESS is final, FAILED already), 7 no such key.
+// the server refused (nothing was written) exits with one code per result code, so a runbook script
+// can branch on it: the codes are the vocabulary's (shared/vocabulary.toml, exitCodeOf).
 enum ExitCode : int {
   kOk = 0,
   kFailed = 1,
   kUsage = 2,
-  kConflict = 3,
-  kSideEffectRecorded = 4,
-  kLeaseActive = 5,
-  kInvalidTransition = 6,
-  kNotFound = 7,
+  kConflict = exitCodeOf(ResultCode::Conflict),
+  kSideEffectRecorded = exitCodeOf(ResultCode::SideEffectRecorded),
+  kLeaseActive = exitCodeOf(ResultCode::LeaseActive),
+  kInvalidTransition = exitCodeOf(ResultCode::InvalidTransition),
+  kNotFound = exitCodeOf(ResultCode::NotFound),
 };
+static_assert(exitCodeOf(ResultCode::Ok) == kOk);
 
 struct Streams {
   std::ostream& out;

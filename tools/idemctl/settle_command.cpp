@@ -7,20 +7,34 @@
 namespace idem::ctl {
 namespace {
 
-constexpr const char* kExitCodes = R"(exit codes:
-  0  settled (or corrected FAILED -> SUCCESS)
-  1  failed: the database could not be reached or answered with an error
-  2  usage: a flag is missing or wrong, a blank reason, evidence that is not JSON
-  3  refused, conflict: the record changed since --expect-version; what changed is printed
-  4  refused, side_effect_recorded: FAILED while the ledger records the record's side effect
-     (its business type's effect flows, e.g. a payment's DEBIT, a refund's REFUND); the flows
-     are printed; --override-side-effect (with a reason quoting the downstream) overrides it
-  5  refused, lease_active: PROCESSING with a live lease, its claimant may still answer; the
-     lease's end is printed; settle after it ends
-  6  refused, invalid_transition: SUCCESS is final, or the record is FAILED already
-  7  refused, not_found: no record has the key
-A refused settle writes nothing.
-)";
+// The exit codes for the help: the fixed three, then one per refusal, from the vocabulary.
+std::string exitCodes() {
+  std::string out =
+      "exit codes:\n"
+      "  0  settled (or corrected FAILED -> SUCCESS)\n"
+      "  1  failed: the database could not be reached or answered with an error\n"
+      "  2  usage: a flag is missing or wrong, a blank reason, evidence that is not JSON\n";
+  for (const auto& [code, help] : kSettleRefusals) {
+    // Wrapped at 100 columns, continued under the text.
+    std::string line =
+        "  " + std::to_string(exitCodeOf(code)) + "  refused, " + std::string(format(code)) + ":";
+    std::size_t at = 0;
+    while (at < help.size()) {
+      std::size_t end = help.find(' ', at);
+      if (end == std::string_view::npos) end = help.size();
+      const std::string_view word = help.substr(at, end - at);
+      if (line.size() + 1 + word.size() > 100) {
+        out += line + "\n";
+        line = "    ";
+      }
+      line += " ";
+      line += word;
+      at = end + 1;
+    }
+    out += line + "\n";
+  }
+  return out + "A refused settle writes nothing.\n";
+}
 
 void printChanges(std::ostream& err, const std::vector<Transition>& changes) {
   for (const Transition& t : changes) {
@@ -48,7 +62,7 @@ int runSettle(const std::vector<std::string>& args, Streams streams,
   bool overrideSideEffect = false, overrideMoneyMoved = false, overrideDebitWarning = false;
   std::vector<std::string> keys;
   CommandLine cli("idemctl settle", "idemctl settle KEY --to SUCCESS|FAILED --reason TEXT [flags]",
-                  kExitCodes);
+                  exitCodes());
   cli.text("to", "SUCCESS|FAILED", "the decision", to);
   cli.text("reason", "TEXT", "why: the evidence the decision rests on (required)", reason);
   cli.text("evidence", "JSON", "supporting evidence, e.g. '{\"gateway_ref\": \"...\"}'", evidence);

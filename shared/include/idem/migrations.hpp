@@ -25,12 +25,13 @@ struct Migration {
 // The migrations compiled into this binary from sql/migrations/.
 const std::vector<Migration>& bundledMigrations();
 
-// A function, view or trigger as the schema defines it today: sql/objects/KIND/NAME.sql, its
-// CREATE OR REPLACE statement and its COMMENT, written as the object is. migrate re-applies one
-// whenever its text differs from the one recorded in idem.schema_objects, so the live definition
-// of idem.begin is read and changed in sql/objects/functions/begin.sql, never restated in a new
-// migration. Only what CREATE OR REPLACE can do belongs there: a changed signature, a dropped
-// column or a removed object is a numbered migration's work.
+// A function, view, trigger or vocabulary domain check as the schema defines it today:
+// sql/objects/KIND/NAME.sql, its CREATE OR REPLACE statement and its COMMENT, written as the object
+// is. migrate re-applies one whenever its text differs from the one recorded in
+// idem.schema_objects, so the live definition of idem.begin is read and changed in
+// sql/objects/functions/begin.sql, never restated in a new migration. Only what CREATE OR REPLACE
+// can do belongs there: a changed signature, a dropped column or a removed object is a numbered
+// migration's work.
 struct SchemaObject {
   std::string name;  // its path under sql/objects/, e.g. "functions/begin.sql"
   std::string sql;
@@ -66,7 +67,7 @@ const Baseline& bundledBaseline();
 // unreadable file.
 std::vector<Migration> loadMigrations(const std::filesystem::path& folder);
 
-// Reads FOLDER/objects/{functions,views,triggers}/*.sql, for the newest migration of
+// Reads FOLDER/objects/{domains,functions,views,triggers}/*.sql, for the newest migration of
 // FOLDER/migrations. A folder without objects/ (numbered files alone) has none.
 SchemaObjects loadObjects(const std::filesystem::path& folder);
 

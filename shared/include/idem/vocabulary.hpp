@@ -1,6 +1,7 @@
 // The domain vocabulary of the idem schema (docs/contract/schema.md) as C++ enums, each with one
-// format/parse pair. The database rejects unknown values with CHECK constraints; these mirror them
-// so that C++ callers get the same answer before a round trip, with a message that names the value.
+// format/parse pair. The enums, their spellings and their predicates are generated from
+// shared/vocabulary.toml (idem/vocabulary_table.hpp), as are the database's CHECK constraints, so
+// C++ callers get the database's answer before a round trip, with a message that names the value.
 #pragma once
 
 #include <array>
@@ -10,103 +11,9 @@
 #include <string_view>
 #include <utility>
 
+#include "idem/vocabulary_table.hpp"
+
 namespace idem {
-
-enum class RecordStatus { Processing, Success, Failed, Unknown };
-enum class TriggerSource { Initial, Llm, Framework, Http, Callback };
-enum class Outcome { Executed, Replayed, InProgress, PayloadMismatch, Rejected, Retired };
-enum class FundFlowKind { Debit, Credit, Refund, Freeze, Unfreeze, Capture };
-enum class ActorKind { System, Operator, Reconciler };
-// What a state-changing protocol function says about the change it was asked for.
-enum class ResultCode {
-  Ok,
-  Conflict,
-  InvalidTransition,
-  NotFound,
-  NotClaimant,  // the claim token does not match: only the claimant may complete, fail,
-                // mark_unknown
-  LeaseActive,  // a PROCESSING record whose lease is live: its claimant may still answer
-  // FAILED refused: the ledger records the record's side effect (its business type's effect
-  // flows under its key or for its business object), so declaring it failed could run it twice
-  SideEffectRecorded,
-};
-
-// The spelling of each value in the database, in declaration order.
-template <typename E>
-struct Vocabulary;
-
-template <>
-struct Vocabulary<RecordStatus> {
-  static constexpr std::string_view name = "record status";
-  static constexpr std::array<std::pair<RecordStatus, std::string_view>, 4> values{{
-      {RecordStatus::Processing, "PROCESSING"},
-      {RecordStatus::Success, "SUCCESS"},
-      {RecordStatus::Failed, "FAILED"},
-      {RecordStatus::Unknown, "UNKNOWN"},
-  }};
-};
-
-template <>
-struct Vocabulary<TriggerSource> {
-  static constexpr std::string_view name = "trigger source";
-  static constexpr std::array<std::pair<TriggerSource, std::string_view>, 5> values{{
-      {TriggerSource::Initial, "initial"},
-      {TriggerSource::Llm, "llm"},
-      {TriggerSource::Framework, "framework"},
-      {TriggerSource::Http, "http"},
-      {TriggerSource::Callback, "callback"},
-  }};
-};
-
-template <>
-struct Vocabulary<Outcome> {
-  static constexpr std::string_view name = "attempt outcome";
-  static constexpr std::array<std::pair<Outcome, std::string_view>, 6> values{{
-      {Outcome::Executed, "executed"},
-      {Outcome::Replayed, "replayed"},
-      {Outcome::InProgress, "in_progress"},
-      {Outcome::PayloadMismatch, "payload_mismatch"},
-      {Outcome::Rejected, "rejected"},
-      {Outcome::Retired, "retired"},
-  }};
-};
-
-template <>
-struct Vocabulary<FundFlowKind> {
-  static constexpr std::string_view name = "fund flow kind";
-  static constexpr std::array<std::pair<FundFlowKind, std::string_view>, 6> values{{
-      {FundFlowKind::Debit, "DEBIT"},
-      {FundFlowKind::Credit, "CREDIT"},
-      {FundFlowKind::Refund, "REFUND"},
-      {FundFlowKind::Freeze, "FREEZE"},
-      {FundFlowKind::Unfreeze, "UNFREEZE"},
-      {FundFlowKind::Capture, "CAPTURE"},
-  }};
-};
-
-template <>
-struct Vocabulary<ActorKind> {
-  static constexpr std::string_view name = "actor kind";
-  static constexpr std::array<std::pair<ActorKind, std::string_view>, 3> values{{
-      {ActorKind::System, "system"},
-      {ActorKind::Operator, "operator"},
-      {ActorKind::Reconciler, "reconciler"},
-  }};
-};
-
-template <>
-struct Vocabulary<ResultCode> {
-  static constexpr std::string_view name = "result code";
-  static constexpr std::array<std::pair<ResultCode, std::string_view>, 7> values{{
-      {ResultCode::Ok, "ok"},
-      {ResultCode::Conflict, "conflict"},
-      {ResultCode::InvalidTransition, "invalid_transition"},
-      {ResultCode::NotFound, "not_found"},
-      {ResultCode::NotClaimant, "not_claimant"},
-      {ResultCode::LeaseActive, "lease_active"},
-      {ResultCode::SideEffectRecorded, "side_effect_recorded"},
-  }};
-};
 
 // How many values E has: the size of every array indexed by E.
 template <typename E>
@@ -209,11 +116,6 @@ constexpr auto allValues() {
   return out;
 }
 
-// The agent's own first call for an operation; every other source is a retry by someone.
-constexpr bool isFirstAttempt(TriggerSource s) {
-  return s == TriggerSource::Initial;
-}
-
 // The retry sources, in vocabulary order: every source but the first attempt.
 inline constexpr auto kRetrySources = [] {
   std::array<TriggerSource, kValueCount<TriggerSource> - 1> out{};
@@ -234,17 +136,5 @@ constexpr std::size_t retryIndexOf(TriggerSource s) {
 
 // Exactly one source is the first attempt.
 static_assert(retryIndexOf(TriggerSource::Initial) == kRetrySources.size());
-
-// The statuses that still need a decision.
-constexpr bool isUnsettled(RecordStatus s) {
-  return s == RecordStatus::Processing || s == RecordStatus::Unknown;
-}
-
-// Outcomes answered by the idempotency layer without calling downstream (the hit ratio's
-// numerator): a retired key is a retry the layer stopped as surely as a replay
-// (docs/contract/metrics.md).
-constexpr bool isHit(Outcome o) {
-  return o == Outcome::Replayed || o == Outcome::InProgress || o == Outcome::Retired;
-}
 
 }  // namespace idem

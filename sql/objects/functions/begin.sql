@@ -52,9 +52,10 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_trigger_source IS NULL
-       OR p_trigger_source NOT IN ('initial', 'llm', 'framework', 'http', 'callback') THEN
-        RAISE EXCEPTION 'unknown trigger_source %: expected initial, llm, framework, http or callback',
-            coalesce(quote_literal(left(p_trigger_source, 40)), 'NULL')
+       OR p_trigger_source <> ALL (idem.vocabulary('trigger_source')) THEN
+        RAISE EXCEPTION 'unknown trigger_source %: expected %',
+            coalesce(quote_literal(left(p_trigger_source, 40)), 'NULL'),
+            array_to_string(idem.vocabulary('trigger_source'), ', ')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- biz_type becomes a metric label: a short name, no spaces or punctuation beyond _ . -
