@@ -11,21 +11,6 @@
 
 namespace idem::admin {
 
-MoneyMovement moneyMovementOf(FundFlowKind kind) {
-  switch (kind) {
-    case FundFlowKind::Debit:
-    case FundFlowKind::Capture:
-      return MoneyMovement::Charge;
-    case FundFlowKind::Refund:
-      return MoneyMovement::Refund;
-    case FundFlowKind::Credit:
-    case FundFlowKind::Freeze:
-    case FundFlowKind::Unfreeze:
-      return MoneyMovement::None;
-  }
-  return MoneyMovement::None;
-}
-
 void FundFlowModel::setMarkingMoneyMovement(bool on) {
   if (markingMoneyMovement_ == on) return;
   markingMoneyMovement_ = on;
@@ -84,19 +69,23 @@ QVariant FundFlowModel::cellData(const FundFlow& f, int column, int role) const 
             .arg(fromUtf8(format(f.kind)), fromUtf8(f.bizType), fromUtf8(f.bizId));
       }
       if (markingMoneyMovement_ && column == Kind) {
-        switch (moneyMovementOf(f.kind)) {
-          case MoneyMovement::Charge:
-            return QStringLiteral("counts: money taken from the customer");
-          case MoneyMovement::Refund:
-            return QStringLiteral("counts: money given back, offsets charges");
-          case MoneyMovement::None:
-            return QStringLiteral("does not count for \"money moved\": a hold or a credit");
+        switch (f.role) {
+          case SideEffectRole::Effect:
+            return QStringLiteral("counts: proves the %1's side effect").arg(fromUtf8(f.bizType));
+          case SideEffectRole::Reversal:
+            return QStringLiteral("counts: gives the %1's side effect back")
+                .arg(fromUtf8(f.bizType));
+          case SideEffectRole::None:
+            return QStringLiteral(
+                       "does not count for the %1's side effect: a hold, or a kind "
+                       "its business type does not count")
+                .arg(fromUtf8(f.bizType));
         }
       }
       if (column == When) return isoTime(f.createdAt);
       return {};
     case Qt::ForegroundRole:
-      if (markingMoneyMovement_ && moneyMovementOf(f.kind) == MoneyMovement::None) {
+      if (markingMoneyMovement_ && f.role == SideEffectRole::None) {
         return QBrush(QColor(0x8A, 0x8A, 0x8A));
       }
       return {};
@@ -105,8 +94,7 @@ QVariant FundFlowModel::cellData(const FundFlow& f, int column, int role) const 
       return {};
     case Qt::FontRole:
       if ((f.isDuplicate() && (column == Kind || column == DuplicateOf)) ||
-          (markingMoneyMovement_ && column == Kind &&
-           moneyMovementOf(f.kind) != MoneyMovement::None)) {
+          (markingMoneyMovement_ && column == Kind && f.role != SideEffectRole::None)) {
         QFont bold;
         bold.setBold(true);
         return bold;
@@ -120,7 +108,7 @@ QVariant FundFlowModel::cellData(const FundFlow& f, int column, int role) const 
     case KindRole:
       return static_cast<int>(f.kind);
     case MovesMoneyRole:
-      return moneyMovementOf(f.kind) != MoneyMovement::None;
+      return f.role != SideEffectRole::None;
     default:
       return {};
   }

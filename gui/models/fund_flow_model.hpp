@@ -1,7 +1,9 @@
 // The ledger lines of a record's business object (idem.fund_flows), oldest first. A duplicate (a
 // second flow of the same kind under another gateway reference) is the double charge the product
 // exists to surface, so it is highlighted. Where an operator weighs "did the money move" (the
-// settle dialog), the flows that count for it are marked and the others (holds, credits) greyed.
+// settle dialog), the flows that count for it are marked and the others (holds, credits) greyed:
+// what counts is the database's word for the flow's business type (FundFlow::role), never a list
+// of kinds here.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +27,8 @@ class FundFlowModel : public KeyedRowsModel<FundFlow, std::int64_t> {
 
   void setFlows(std::vector<FundFlow> flows) { replaceRows(std::move(flows)); }
   int duplicateCount() const;
-  // Marks the flows that count for "money moved" and greys the others (off by default).
+  // Marks the flows that prove or reverse their business object's side effect and greys the
+  // others (off by default).
   void setMarkingMoneyMovement(bool on);
 
  protected:
@@ -37,12 +40,5 @@ class FundFlowModel : public KeyedRowsModel<FundFlow, std::int64_t> {
  private:
   bool markingMoneyMovement_ = false;
 };
-
-// Which side of "money moved" (docs/contract/schema.md) a flow's kind is on: DEBIT and CAPTURE
-// charge, REFUND gives back; FREEZE and UNFREEZE are holds and CREDIT is not a refund of a charge,
-// so they count for nothing. For display only: whether money moved is the database's answer
-// (idem.money_position, through idem::assessSettle), never decided from this.
-enum class MoneyMovement { Charge, Refund, None };
-MoneyMovement moneyMovementOf(FundFlowKind kind);
 
 }  // namespace idem::admin

@@ -60,6 +60,7 @@ StoryEvent storyEventFromRow(const pqxx::row& r) {
   e.externalRef = textOrEmpty(r[16]);
   e.agentId = textOrEmpty(r[17]);
   e.traceId = textOrEmpty(r[18]);
+  e.flowRole = parsed<SideEffectRole>(r[19]);
   if (e.kind == StoryEventKind::Transition && e.fromStatus == RecordStatus::Processing &&
       e.toStatus == RecordStatus::Unknown && e.reason.starts_with(kLeaseExpiredReason)) {
     e.kind = StoryEventKind::LeaseExpiry;

@@ -15,12 +15,14 @@
 #include "idem/sql_fragments.hpp"
 
 // idem.story_event's columns in the order storyEventFromRow reads them, `at` as epoch
-// microseconds: "SELECT " IDEM_SQL_STORY_COLUMNS " FROM idem.trace_story($1, $2)".
+// microseconds, then a fund flow's role as its business type declares it: "SELECT "
+// IDEM_SQL_STORY_COLUMNS " FROM idem.trace_story($1, $2)".
 #define IDEM_SQL_STORY_COLUMNS                                                                   \
   IDEM_SQL_MICROS("at")                                                                          \
   ", event, event_id, idempotency_key, biz_type, biz_id, trigger_source, outcome, from_status, " \
   "to_status, actor, actor_kind, reason, flow_kind, amount_minor, currency, external_ref, "      \
-  "agent_id, trace_id"
+  "agent_id, trace_id, "                                                                         \
+  "CASE WHEN flow_kind IS NOT NULL THEN idem.side_effect_role(biz_type, flow_kind) END"
 
 namespace idem::admin {
 
@@ -53,6 +55,8 @@ struct StoryEvent {
   std::optional<ActorKind> actorKind;
   std::string reason;
   std::optional<FundFlowKind> flowKind;
+  // A fund flow: what it is to the side effect, as the database reads the type's declaration.
+  std::optional<SideEffectRole> flowRole;
   std::optional<std::int64_t> amountMinor;
   std::string currency;
   std::string externalRef;

@@ -132,13 +132,17 @@ QColor eventColour(const StoryEvent& e) {
       return statusForeground(e.toStatus.value_or(RecordStatus::Processing));
     case StoryEventKind::LeaseExpiry:
       return toneColor(Tone::NeedsPerson);
-    case StoryEventKind::FundFlow: {
-      const FundFlowKind kind = e.flowKind.value_or(FundFlowKind::Credit);
-      if (kind == FundFlowKind::Debit || kind == FundFlowKind::Capture) {
-        return toneColor(Tone::MoneyMoved);
+    case StoryEventKind::FundFlow:
+      // As the business type declares it (idem.side_effect_role), never a list of kinds here.
+      switch (e.flowRole.value_or(SideEffectRole::None)) {
+        case SideEffectRole::Effect:
+          return toneColor(Tone::MoneyMoved);
+        case SideEffectRole::Reversal:
+          return toneColor(Tone::Settleable);
+        case SideEffectRole::None:
+          return toneColor(Tone::MutedText);
       }
-      return toneColor(kind == FundFlowKind::Refund ? Tone::Settleable : Tone::MutedText);
-    }
+      return toneColor(Tone::MutedText);
   }
   return {};
 }

@@ -199,6 +199,9 @@ const std::vector<FunctionGrant>& expectedFunctionGrants() {
       {"idem.side_effect_of(text)", "idem_reader", kContractV3Migration},
       {"idem.side_effect_of(text)", "idem_operator", kContractV3Migration},
       {"idem.side_effect_of(text)", "idem_reconciler", kContractV3Migration},
+      {"idem.side_effect_role(text, text)", "idem_reader", kContractV3Migration},
+      {"idem.side_effect_role(text, text)", "idem_operator", kContractV3Migration},
+      {"idem.side_effect_role(text, text)", "idem_reconciler", kContractV3Migration},
       {"idem.minor_total(numeric)", "idem_reader", kContractV3Migration},
       {"idem.minor_total(numeric)", "idem_operator", kContractV3Migration},
   };

@@ -37,7 +37,8 @@ constexpr const char* kAttempts =
 constexpr const char* kFundFlows =
     "SELECT id, biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key, "
     "duplicate_of, " IDEM_SQL_MICROS(
-        "created_at") " FROM idem.fund_flows WHERE biz_type = $1 AND biz_id = $2 ORDER BY id";
+        "created_at") ", idem.side_effect_role(biz_type, kind) "
+                      "FROM idem.fund_flows WHERE biz_type = $1 AND biz_id = $2 ORDER BY id";
 
 Timestamp micros(const pqxx::field& f) {
   return Timestamp(std::chrono::microseconds(f.as<long long>()));
@@ -143,6 +144,7 @@ std::vector<FundFlow> fundFlowsOf(pqxx::transaction_base& tx, const std::string&
       f.idempotencyKey = optionalText(r[7]);
       if (!r[8].is_null()) f.duplicateOf = r[8].as<std::int64_t>();
       f.createdAt = micros(r[9]);
+      f.role = parse<SideEffectRole>(r[10].c_str());
       out.push_back(std::move(f));
     }
     return out;

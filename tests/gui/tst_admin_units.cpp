@@ -378,46 +378,52 @@ class TestAdminUnits : public QObject {
     QVERIFY(actorKindForeground(ActorKind::Reconciler) != actorKindForeground(ActorKind::Operator));
   }
 
-  void theFlowsThatCountForMoneyAreMarked() {
+  // What counts is the flow's role as the database reads its business type, never its kind: a
+  // payout's CREDIT proves its side effect, a coupon's DEBIT (a type whose effect leaves no line)
+  // does not.
+  void theFlowsThatCountForTheSideEffectAreMarked() {
     FundFlowModel flows;
     QAbstractItemModelTester t(&flows, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    struct Line {
+      const char* bizType;
+      FundFlowKind kind;
+      SideEffectRole role;
+    };
+    const std::vector<Line> lines{
+        {"payment", FundFlowKind::Debit, SideEffectRole::Effect},
+        {"payment", FundFlowKind::Refund, SideEffectRole::Reversal},
+        {"payment", FundFlowKind::Freeze, SideEffectRole::None},
+        {"payout", FundFlowKind::Credit, SideEffectRole::Effect},
+        {"coupon", FundFlowKind::Debit, SideEffectRole::None},
+    };
     std::vector<FundFlow> rows;
-    for (const FundFlowKind kind : allValues<FundFlowKind>()) {
+    for (const Line& line : lines) {
       FundFlow f;
       f.id = static_cast<std::int64_t>(rows.size()) + 1;
-      f.kind = kind;
+      f.bizType = line.bizType;
+      f.kind = line.kind;
+      f.role = line.role;
       rows.push_back(f);
     }
     flows.setFlows(rows);
-    const auto row = [&](FundFlowKind kind) {
-      for (int i = 0; i < flows.rowCount(); ++i) {
-        if (flows.index(i, 0).data(FundFlowModel::KindRole).toInt() == static_cast<int>(kind)) {
-          return i;
-        }
-      }
-      return -1;
-    };
     // Unmarked (the detail pane): every flow looks alike.
-    QVERIFY(!flows.index(row(FundFlowKind::Freeze), FundFlowModel::Kind)
-                 .data(Qt::ForegroundRole)
-                 .isValid());
+    QVERIFY(!flows.index(2, FundFlowModel::Kind).data(Qt::ForegroundRole).isValid());
     QSignalSpy changed(&flows, &QAbstractItemModel::dataChanged);
     flows.setMarkingMoneyMovement(true);
     QCOMPARE(changed.count(), 1);
-    for (const FundFlowKind kind :
-         {FundFlowKind::Debit, FundFlowKind::Capture, FundFlowKind::Refund}) {
-      const QModelIndex i = flows.index(row(kind), FundFlowModel::Kind);
-      QVERIFY(i.data(FundFlowModel::MovesMoneyRole).toBool());
-      QVERIFY(i.data(Qt::FontRole).value<QFont>().bold());
-      QVERIFY(!i.data(Qt::ForegroundRole).isValid());
+    for (int row = 0; row < flows.rowCount(); ++row) {
+      const QModelIndex i = flows.index(row, FundFlowModel::Kind);
+      const bool counts = lines[static_cast<std::size_t>(row)].role != SideEffectRole::None;
+      QCOMPARE(i.data(FundFlowModel::MovesMoneyRole).toBool(), counts);
+      QCOMPARE(i.data(Qt::FontRole).value<QFont>().bold(), counts);
+      QCOMPARE(i.data(Qt::ForegroundRole).isValid(), !counts);
+      QCOMPARE(i.data(Qt::ToolTipRole).toString().contains(QStringLiteral("does not count")),
+               !counts);
     }
-    for (const FundFlowKind kind :
-         {FundFlowKind::Freeze, FundFlowKind::Unfreeze, FundFlowKind::Credit}) {
-      const QModelIndex i = flows.index(row(kind), FundFlowModel::Kind);
-      QVERIFY(!i.data(FundFlowModel::MovesMoneyRole).toBool());
-      QVERIFY(i.data(Qt::ForegroundRole).isValid());
-      QVERIFY(i.data(Qt::ToolTipRole).toString().contains(QStringLiteral("does not count")));
-    }
+    QVERIFY(flows.index(3, FundFlowModel::Kind)
+                .data(Qt::ToolTipRole)
+                .toString()
+                .contains(QStringLiteral("proves the payout's side effect")));
   }
 
   void appendSkipsRowsAlreadyShown() {

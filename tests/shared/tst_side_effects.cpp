@@ -16,6 +16,7 @@
 
 #include "idem/database_error.hpp"
 #include "idem/protocol_client.hpp"
+#include "idem/record_queries.hpp"
 #include "idem/settlement.hpp"
 #include "login_session.hpp"
 #include "test_database.hpp"
@@ -248,6 +249,38 @@ class TestSideEffects : public QObject {
           "SELECT idem.declare_business_type('x', '{DEBIT}', '{}', '  ')"}) {
       QCOMPARE(test::sqlstateOf(*connection, bad), std::string("22023"));
     }
+  }
+
+  // Every program reads a flow's role from the database (idem.side_effect_role, through
+  // fundFlowsOf): a type declared at run time counts as declared, with no list of kinds in C++.
+  void aFlowsRoleIsItsBusinessTypesDeclaration() {
+    db_->exec(
+        "SELECT idem.declare_business_type('role_topup', ARRAY['CREDIT'], ARRAY['DEBIT'], 'a "
+        "wallet top-up paid out as a credit, taken back by a debit')");
+    As webhook(*db_, gateway_);
+    const std::vector<std::pair<std::string, FundFlowKind>> lines{
+        {"role_topup", FundFlowKind::Credit}, {"role_topup", FundFlowKind::Debit},
+        {"role_topup", FundFlowKind::Freeze}, {"payment", FundFlowKind::Credit},
+        {"payment", FundFlowKind::Capture},   {"role_undeclared", FundFlowKind::Credit}};
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      webhook.client.recordFundFlow({lines[i].first, "role-obj", lines[i].second, 100, "CNY",
+                                     "role-ref-" + std::to_string(i), std::nullopt});
+    }
+    As reader(*db_, db_->createLoginRole("role_reader", "idem_reader"));
+    auto roleOf = [&](const std::string& bizType, FundFlowKind kind) {
+      pqxx::read_transaction tx(reader.connection);
+      for (const FundFlow& f : fundFlowsOf(tx, bizType, "role-obj")) {
+        if (f.kind == kind) return std::string(format(f.role));
+      }
+      return std::string("<no flow>");
+    };
+    QCOMPARE(roleOf("role_topup", FundFlowKind::Credit), std::string("effect"));
+    QCOMPARE(roleOf("role_topup", FundFlowKind::Debit), std::string("reversal"));
+    QCOMPARE(roleOf("role_topup", FundFlowKind::Freeze), std::string("none"));
+    QCOMPARE(roleOf("payment", FundFlowKind::Credit), std::string("none"));
+    QCOMPARE(roleOf("payment", FundFlowKind::Capture), std::string("effect"));
+    // An undeclared type is read cautiously: any movement proves its side effect.
+    QCOMPARE(roleOf("role_undeclared", FundFlowKind::Credit), std::string("effect"));
   }
 
   // The operator's explicit override still settles FAILED, and the transition's evidence records

@@ -77,6 +77,9 @@ struct FundFlow : FundFlowInput {
   std::int64_t id = 0;
   std::optional<std::int64_t> duplicateOf;
   Timestamp createdAt{};
+  // What the flow is to its business object's side effect, as the database reads its business
+  // type's declaration (idem.side_effect_role): never decided again in C++.
+  SideEffectRole role = SideEffectRole::None;
 
   bool isDuplicate() const { return duplicateOf.has_value(); }
 };
