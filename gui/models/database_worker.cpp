@@ -132,6 +132,8 @@ ConnectionInfo DatabaseWorker::describeConnection() {
                                            " may not read idem.records: grant it idem_operator "
                                            "(or idem_reader for read-only use)");
   }
+  info.operatorMoves = idem::boundedCall(
+      *connection_, [](pqxx::transaction_base& tx) { return readOperatorMoves(tx); });
   const auto serverNow = std::chrono::microseconds(row[7].as<long long>());
   const auto middle = before.time_since_epoch() + (after - before) / 2;
   info.clockOffset = serverNow - middle;

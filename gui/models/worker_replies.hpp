@@ -10,6 +10,7 @@
 
 #include "idem/domain.hpp"
 #include "idem/settlement.hpp"
+#include "models/settle_availability.hpp"
 
 namespace idem::admin {
 
@@ -46,6 +47,8 @@ struct ConnectionInfo {
   bool isSuperuser = false;
   // Server clock minus client clock, so ages are measured on the server's clock.
   std::chrono::microseconds clockOffset{0};
+  // The state machine as the database states it for an operator (idem.transition_allowed).
+  OperatorMoves operatorMoves;
 };
 
 }  // namespace idem::admin

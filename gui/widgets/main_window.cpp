@@ -474,7 +474,8 @@ void MainWindow::updateSettleAction() {
     // taken to run a little longer, so the action is not offered a moment before the server
     // would still answer lease_active.
     const SettleAvailability a =
-        settleAvailability(*r, localNow() + session_->info().clockOffset - kLeaseClockMargin);
+        settleAvailability(*r, localNow() + session_->info().clockOffset - kLeaseClockMargin,
+                           session_->info().operatorMoves);
     correction = a.correction;
     leaseLive = a.leaseEndsAt.has_value();
     (a.allowed ? tip : why) = a.explanation;

@@ -194,7 +194,8 @@ void ReconciliationView::updateSettleAction() {
         QStringLiteral("Read-only: %1 is not a member of idem_operator").arg(session_->info().role);
   } else {
     const SettleAvailability a = settleAvailability(
-        recordOf(*row), localNow() + session_->info().clockOffset - kLeaseClockMargin);
+        recordOf(*row), localNow() + session_->info().clockOffset - kLeaseClockMargin,
+        session_->info().operatorMoves);
     if (a.correction) text = QStringLiteral("Correct to SUCCESS\u2026");
     if (!a.allowed) why = a.explanation;
   }

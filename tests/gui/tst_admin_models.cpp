@@ -16,6 +16,7 @@
 #include "models/database_worker.hpp"
 #include "models/record_table_model.hpp"
 #include "models/selected_record.hpp"
+#include "models/settle_availability.hpp"
 #include "models/status_palette.hpp"
 
 using namespace idem;
@@ -68,6 +69,35 @@ class TestAdminModels : public QObject {
     test::insertBulkRecords(*db_, {"bulk-", "coupon", "issue", "SUCCESS", 57});
     session_ = test::connectedSession(db_->dsn());
     QVERIFY(session_->isConnected());
+  }
+
+  // The settle preview's state machine is the schema's: the connected session carries what
+  // idem.transition_allowed answers, and a schema that answered otherwise is followed.
+  void theSettleRulesAreTheDatabases() {
+    OperatorMoves contract;
+    for (RecordStatus from : {RecordStatus::Processing, RecordStatus::Unknown}) {
+      contract.allow(from, RecordStatus::Success);
+      contract.allow(from, RecordStatus::Failed);
+    }
+    contract.allow(RecordStatus::Failed, RecordStatus::Success);
+    QVERIFY(session_->info().operatorMoves == contract);
+
+    auto c = db_->connect();
+    pqxx::work tx(*c);
+    tx.exec(
+        "CREATE OR REPLACE FUNCTION idem.transition_allowed(from_status text, to_status text, "
+        "actor_kind text) RETURNS boolean LANGUAGE sql IMMUTABLE AS $$ SELECT from_status = "
+        "'UNKNOWN' AND to_status = 'SUCCESS' AND actor_kind = 'operator' $$");
+    const OperatorMoves narrow = readOperatorMoves(tx);
+    tx.abort();
+    QVERIFY(narrow.allows(RecordStatus::Unknown, RecordStatus::Success));
+    QVERIFY(!narrow.anyFrom(RecordStatus::Failed));
+    Record failed;
+    failed.idempotencyKey = "k";
+    failed.status = RecordStatus::Failed;
+    const Timestamp now{std::chrono::microseconds(1'700'000'000'000'000)};
+    QVERIFY(settleAvailability(failed, now, contract).allowed);
+    QVERIFY(!settleAvailability(failed, now, narrow).allowed);
   }
 
   void recordTablePassesTheTesterWhileFetchingMore() {

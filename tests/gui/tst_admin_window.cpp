@@ -419,7 +419,7 @@ class TestAdminWindow : public QObject {
     QTRY_VERIFY(w->settleAction()->isEnabled());
     QVERIFY2(w->settleAction()->text().contains(QStringLiteral("Correct")),
              qPrintable(w->settleAction()->text()));
-    QVERIFY2(w->settleAction()->toolTip().contains(QStringLiteral("money moved after all")),
+    QVERIFY2(w->settleAction()->toolTip().contains(QStringLiteral("happened after all")),
              qPrintable(w->settleAction()->toolTip()));
 
     QTest::keyClick(w.get(), Qt::Key_S, Qt::ControlModifier);
