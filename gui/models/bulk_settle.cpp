@@ -27,16 +27,15 @@ BulkResult resultOf(const BulkTarget& target, const idem::SettleOutcome& outcome
   r.expectedVersion = target.version;
   r.message = outcome.message;
   r.version = outcome.change.version;
-  if (outcome.verdict == SettleVerdict::Settled) {
+  if (outcome.verdict == SettleVerdict(ResultCode::Ok)) {
     r.kind = BulkResult::Kind::Settled;
     r.code = format(ResultCode::Ok);
-  } else if (outcome.verdict == SettleVerdict::InvalidInput) {
+  } else if (outcome.verdict == kSettleInputRefused) {
     r.kind = BulkResult::Kind::Refused;
     r.code = "invalid_input";
   } else {
-    // NotFound before the call leaves change.result at its default, not_found: the same word.
     r.kind = BulkResult::Kind::Refused;
-    r.code = format(outcome.change.result);
+    r.code = format(*outcome.verdict);
   }
   return r;
 }

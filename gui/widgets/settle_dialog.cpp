@@ -284,8 +284,9 @@ QString SettleDialog::moneyPositionText() const {
 void SettleDialog::updateOverride() {
   // Offered where the server's side_effect_recorded rule applies: FAILED while the ledger records
   // the side effect, as the assessment or a refusal said.
-  const bool recorded = (assessment_ && assessment_->sideEffectRecorded) ||
-                        (outcome_ && outcome_->verdict == idem::SettleVerdict::SideEffectRecorded);
+  const bool recorded =
+      (assessment_ && assessment_->sideEffectRecorded) ||
+      (outcome_ && outcome_->verdict == idem::SettleVerdict(ResultCode::SideEffectRecorded));
   const bool offered = target() == RecordStatus::Failed && recorded;
   override_->setVisible(offered);
   if (!offered) override_->setChecked(false);
@@ -438,14 +439,19 @@ void SettleDialog::onSettled(const idem::SettleOutcome& outcome) {
   const QString key = fromUtf8(seen_.idempotencyKey);
   // Every refusal is shown as the settle path words it from the server's answer.
   const QString said = fromUtf8(outcome.message);
-  switch (outcome.verdict) {
-    case idem::SettleVerdict::Settled:
+  if (outcome.verdict == idem::kSettleInputRefused) {
+    setPhase(Phase::Editing);
+    showMessage(said, true);
+    return;
+  }
+  switch (*outcome.verdict) {
+    case ResultCode::Ok:
       setPhase(Phase::Settled);
       showMessage(said, false);
       emit recordSettled(key, outcome);
       accept();
       return;
-    case idem::SettleVerdict::SideEffectRecorded:
+    case ResultCode::SideEffectRecorded:
       // Nothing written; the operator may check the gateway and tick the override.
       setPhase(Phase::Editing);
       if (outcome.assessment.record) {
@@ -460,25 +466,22 @@ void SettleDialog::onSettled(const idem::SettleOutcome& outcome) {
       showMessage(said, true);
       override_->setFocus();
       return;
-    case idem::SettleVerdict::LeaseActive:
+    case ResultCode::LeaseActive:
       // Nothing written; the same decision may be sent again once the lease has ended.
       setPhase(Phase::Editing);
       if (!outcome.assessment.warnings.empty()) showWarnings(outcome.assessment.warnings, true);
       showMessage(said, true);
       return;
-    case idem::SettleVerdict::InvalidInput:
-      setPhase(Phase::Editing);
-      showMessage(said, true);
-      return;
-    case idem::SettleVerdict::Conflict:
+    case ResultCode::Conflict:
       changesSince_.setTransitions(outcome.changesSince);
       conflictBox_->setVisible(true);
       setPhase(Phase::Conflict);
       showMessage(said, true);
       emit recordChanged(key);
       return;
-    case idem::SettleVerdict::NotFound:
-    case idem::SettleVerdict::InvalidTransition:
+    case ResultCode::NotFound:
+    case ResultCode::InvalidTransition:
+    case ResultCode::NotClaimant:  // never a settle's answer (settle takes no token)
       setPhase(Phase::Refused);
       showMessage(said, true);
       emit recordChanged(key);

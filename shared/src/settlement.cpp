@@ -204,7 +204,7 @@ SettleAssessment weigh(SettleAssessment out, RecordStatus to, bool overrideSideE
 SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request) {
   SettleOutcome out;
   if (const auto problems = validateSettleRequest(request); !problems.empty()) {
-    out.verdict = SettleVerdict::InvalidInput;
+    out.verdict = kSettleInputRefused;
     out.message = problems.front();
     for (std::size_t i = 1; i < problems.size(); ++i) out.message += "; " + problems[i];
     return out;
@@ -212,7 +212,7 @@ SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request)
 
   out.assessment = assessSettle(connection, request.key, request.to, request.overrideSideEffect);
   if (!out.assessment.record) {
-    out.verdict = SettleVerdict::NotFound;
+    out.verdict = SettleVerdict(ResultCode::NotFound);
     out.message = "no record has the idempotency key '" + request.key + "'";
     return out;
   }
@@ -230,14 +230,14 @@ SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request)
     // Class 22: the server's own checks on the input (a reason with nothing visible in it, an
     // over-long one) refused it before anything was written. Anything else is not input.
     if (!e.sqlstate().starts_with("22")) throw;
-    out.verdict = SettleVerdict::InvalidInput;
+    out.verdict = kSettleInputRefused;
     out.message = std::string("refused by the server: ") + e.what() + "; nothing was written";
     return out;
   }
   const std::string to(format(request.to));
+  out.verdict = out.change.result;  // the server's answer is the verdict; below, its sentence
   switch (out.change.result) {
     case ResultCode::Ok:
-      out.verdict = SettleVerdict::Settled;
       out.message = std::string(out.assessment.correction ? "corrected " : "settled ") +
                     request.key + " to " + to + " (version " +
                     std::to_string(out.change.version.value_or(0)) + ")";
@@ -246,7 +246,6 @@ SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request)
       }
       break;
     case ResultCode::LeaseActive:
-      out.verdict = SettleVerdict::LeaseActive;
       out.assessment =
           assessSettle(connection, request.key, request.to, request.overrideSideEffect);
       out.message = "refused by the server (lease_active): " + request.key + " is PROCESSING and " +
@@ -254,7 +253,6 @@ SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request)
                     ". Settle it once the lease has ended; nothing was written";
       break;
     case ResultCode::SideEffectRecorded:
-      out.verdict = SettleVerdict::SideEffectRecorded;
       out.assessment =
           assessSettle(connection, request.key, request.to, request.overrideSideEffect);
       out.message =
@@ -267,7 +265,6 @@ SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request)
           "was written";
       break;
     case ResultCode::Conflict:
-      out.verdict = SettleVerdict::Conflict;
       out.changesSince = changesAfter(connection, request.key, expected);
       out.message = "the record changed since version " + std::to_string(expected) +
                     "; nothing was written. Now " + statusOf(out.change) + " at version " +
@@ -275,11 +272,9 @@ SettleOutcome settle(pqxx::connection& connection, const SettleRequest& request)
       if (!out.changesSince.empty()) out.message += ", last: " + describe(out.changesSince.back());
       break;
     case ResultCode::NotFound:
-      out.verdict = SettleVerdict::NotFound;
       out.message = "no record has the idempotency key '" + request.key + "' (any more)";
       break;
     case ResultCode::InvalidTransition:
-      out.verdict = SettleVerdict::InvalidTransition;
       if (out.change.status == RecordStatus::Success) {
         out.message = request.key + " is SUCCESS, which is final: nothing was written";
       } else if (out.change.status == request.to) {

@@ -220,7 +220,7 @@ class TestAdminWindow : public QObject {
     clickSettle(db);
     QTRY_COMPARE(db->phase(), SettleDialog::Phase::Conflict);
     QVERIFY(db->outcome().has_value());
-    QCOMPARE(db->outcome()->verdict, SettleVerdict::Conflict);
+    QCOMPARE(db->outcome()->verdict, SettleVerdict(ResultCode::Conflict));
     QVERIFY2(db->message().contains(QString::fromStdString(alice_)), qPrintable(db->message()));
     QVERIFY(db->message().contains(QStringLiteral("nothing was written")));
     TransitionModel* changes = db->conflictModel();
@@ -263,7 +263,7 @@ class TestAdminWindow : public QObject {
     // Without the override the server refuses: its words, nothing written.
     clickSettle(d);
     QTRY_VERIFY(d->outcome().has_value());
-    QCOMPARE(d->outcome()->verdict, SettleVerdict::SideEffectRecorded);
+    QCOMPARE(d->outcome()->verdict, SettleVerdict(ResultCode::SideEffectRecorded));
     QCOMPARE(d->phase(), SettleDialog::Phase::Editing);
     QCOMPARE(d->message(), QString::fromStdString(d->outcome()->message));
     QVERIFY2(d->message().contains(QStringLiteral("side_effect_recorded")),
@@ -398,7 +398,7 @@ class TestAdminWindow : public QObject {
     fillDecision(&d, RecordStatus::Failed, QStringLiteral("agent looks dead"));
     d.submit();
     QTRY_VERIFY(d.outcome().has_value());
-    QCOMPARE(d.outcome()->verdict, SettleVerdict::LeaseActive);
+    QCOMPARE(d.outcome()->verdict, SettleVerdict(ResultCode::LeaseActive));
     QCOMPARE(d.phase(), SettleDialog::Phase::Editing);
     QCOMPARE(d.message(), QString::fromStdString(d.outcome()->message));
     QVERIFY2(d.message().contains(QStringLiteral("lease_active")) &&
@@ -492,7 +492,7 @@ class TestAdminWindow : public QObject {
     clickSettle(d);
     QTRY_VERIFY(d->overrideOffered());
     QCOMPARE(d->phase(), SettleDialog::Phase::Editing);
-    QCOMPARE(d->outcome()->verdict, SettleVerdict::SideEffectRecorded);
+    QCOMPARE(d->outcome()->verdict, SettleVerdict(ResultCode::SideEffectRecorded));
     QCOMPARE(d->message(), QString::fromStdString(d->outcome()->message));
     QCOMPARE(status(s_.unknown), std::string("UNKNOWN v2"));
   }

@@ -199,7 +199,7 @@ class TestBulkSettle : public QObject {
         r.expectedVersion = t.version;
         r.to = RecordStatus::Failed;
         r.reason = kBobReason;
-        if (settleRecord(c, r).verdict == SettleVerdict::Settled) ++bobSettled;
+        if (settleRecord(c, r).verdict == SettleVerdict(ResultCode::Ok)) ++bobSettled;
       }
     });
     QVERIFY(waitFinished(run));

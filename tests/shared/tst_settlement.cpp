@@ -69,7 +69,7 @@ class TestSettlement : public QObject {
     for (const std::string reason : {"", "   ", "\t\n"}) {
       SettleRequest req{"k1", 2, RecordStatus::Success, reason, std::nullopt, false};
       const SettleOutcome out = settleRecord(*conn_, req);
-      QCOMPARE(out.verdict, SettleVerdict::InvalidInput);
+      QCOMPARE(out.verdict, kSettleInputRefused);
       QVERIFY2(says(out.message, "reason is required"), out.message.c_str());
     }
     QCOMPARE(transitions("k1"), 2LL);
@@ -81,7 +81,7 @@ class TestSettlement : public QObject {
     const std::string invisible = "\u200b\u200b\ufeff";
     const SettleOutcome out =
         settleRecord(*conn_, {"k1", 2, RecordStatus::Success, invisible, std::nullopt, false});
-    QCOMPARE(out.verdict, SettleVerdict::InvalidInput);
+    QCOMPARE(out.verdict, kSettleInputRefused);
     QVERIFY2(says(out.message, "refused by the server"), out.message.c_str());
     QVERIFY2(says(out.message, "nothing was written"), out.message.c_str());
     QCOMPARE(transitions("k1"), 2LL);
@@ -91,14 +91,14 @@ class TestSettlement : public QObject {
     stuck("k1", "o1", true);
     QCOMPARE(settleRecord(*conn_, {"k1", 2, RecordStatus::Processing, "why", std::nullopt, false})
                  .verdict,
-             SettleVerdict::InvalidInput);
+             kSettleInputRefused);
     const SettleOutcome notJson =
         settleRecord(*conn_, {"k1", 2, RecordStatus::Success, "why", "{gateway_ref: x", false});
-    QCOMPARE(notJson.verdict, SettleVerdict::InvalidInput);
+    QCOMPARE(notJson.verdict, kSettleInputRefused);
     QVERIFY(says(notJson.message, "not valid JSON"));
     const SettleOutcome missing =
         settleRecord(*conn_, {"nope", 1, RecordStatus::Success, "why", std::nullopt, false});
-    QCOMPARE(missing.verdict, SettleVerdict::NotFound);
+    QCOMPARE(missing.verdict, SettleVerdict(ResultCode::NotFound));
     QVERIFY(says(missing.message, "'nope'"));
     QCOMPARE(transitions("k1"), 2LL);
   }
@@ -113,7 +113,7 @@ class TestSettlement : public QObject {
     QVERIFY2(says(seen.warnings.front(), "the ledger records the side effect of payment/o1"),
              seen.warnings[0].c_str());
     const SettleOutcome refused = settleRecord(*conn_, req);
-    QCOMPARE(refused.verdict, SettleVerdict::SideEffectRecorded);
+    QCOMPARE(refused.verdict, SettleVerdict(ResultCode::SideEffectRecorded));
     QCOMPARE(refused.change.result,
              ResultCode::SideEffectRecorded);  // the server's answer, not ours
     QVERIFY2(says(refused.message, "side_effect_recorded"), refused.message.c_str());
@@ -126,14 +126,14 @@ class TestSettlement : public QObject {
     stuck("k1", "o1", true);
     debit("o1", "gw-1");
     SettleRequest req{"k1", 2, RecordStatus::Failed, " \t", std::nullopt, true};
-    QCOMPARE(settleRecord(*conn_, req).verdict, SettleVerdict::InvalidInput);
+    QCOMPARE(settleRecord(*conn_, req).verdict, kSettleInputRefused);
     QCOMPARE(transitions("k1"), 2LL);
     req.reason = "gateway case 991: the DEBIT was reversed before settlement";
     const SettleAssessment seen = assessSettle(*conn_, "k1", RecordStatus::Failed, true);
     QVERIFY(!seen.blocking);  // overridden: still said, no longer blocking
     QVERIFY(anySays(seen.warnings, "overridden"));
     const SettleOutcome out = settleRecord(*conn_, req);
-    QCOMPARE(out.verdict, SettleVerdict::Settled);
+    QCOMPARE(out.verdict, SettleVerdict(ResultCode::Ok));
     QVERIFY2(says(out.message, "override"), out.message.c_str());
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE idempotency_key = 'k1' AND "
                          "to_status = 'FAILED' AND actor_kind = 'operator' AND "
@@ -151,7 +151,7 @@ class TestSettlement : public QObject {
     flow("o1", FundFlowKind::Capture, "gw-cap-1");
     const SettleOutcome out =
         settleRecord(*conn_, {"k1", 2, RecordStatus::Failed, "no charge?", std::nullopt, false});
-    QCOMPARE(out.verdict, SettleVerdict::SideEffectRecorded);
+    QCOMPARE(out.verdict, SettleVerdict(ResultCode::SideEffectRecorded));
     QVERIFY2(says(out.message, "CAPTURE 2990 CNY (gw-cap-1)"), out.message.c_str());
 
     stuck("k2", "o2", true);
@@ -159,7 +159,7 @@ class TestSettlement : public QObject {
     QCOMPARE(settleRecord(*conn_, {"k2", 2, RecordStatus::Failed, "hold released, never captured",
                                    std::nullopt, false})
                  .verdict,
-             SettleVerdict::Settled);
+             SettleVerdict(ResultCode::Ok));
   }
 
   // The C++ side follows the server's view whatever the flows: a refunded charge moved nothing,
@@ -195,7 +195,7 @@ class TestSettlement : public QObject {
     QVERIFY2(anySays(seen.warnings, "its claimant may still answer"), seen.warnings[0].c_str());
     const SettleOutcome out = settleRecord(
         *conn_, {"k1", 1, RecordStatus::Failed, "agent looks dead", std::nullopt, false});
-    QCOMPARE(out.verdict, SettleVerdict::LeaseActive);
+    QCOMPARE(out.verdict, SettleVerdict(ResultCode::LeaseActive));
     QVERIFY2(says(out.message, "lease_active"), out.message.c_str());
     QVERIFY2(says(out.message, "the lease ends at "), out.message.c_str());
     QVERIFY2(says(out.message, " UTC, in "), out.message.c_str());
@@ -215,7 +215,7 @@ class TestSettlement : public QObject {
     QTest::qWait(20);  // the lease is over: the claimant died
     const SettleOutcome out = settleRecord(
         *conn_, {"k1", 1, RecordStatus::Failed, "gateway has no trace", std::nullopt, false});
-    QCOMPARE(out.verdict, SettleVerdict::Settled);
+    QCOMPARE(out.verdict, SettleVerdict(ResultCode::Ok));
     QCOMPARE(db_->scalar("SELECT retry_allowed::int FROM idem.records"), 1LL);
     BeginRequest r;
     r.key = "k1";
@@ -237,7 +237,7 @@ class TestSettlement : public QObject {
       const SettleOutcome out = settleRecord(
           *conn_,
           {key, 2, RecordStatus::Success, "statement line 7", R"({"gateway_ref": "gw-7"})", false});
-      QCOMPARE(out.verdict, SettleVerdict::Settled);
+      QCOMPARE(out.verdict, SettleVerdict(ResultCode::Ok));
     }
     QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE actor_kind = 'operator' AND "
                          "reason = 'statement line 7' AND evidence->>'gateway_ref' = 'gw-7'"),
@@ -267,14 +267,14 @@ class TestSettlement : public QObject {
     const SettleOutcome out =
         settleRecord(*conn_, {"k1", 2, RecordStatus::Success, "statement shows gw-late",
                               R"({"gateway_ref": "gw-late"})", false});
-    QCOMPARE(out.verdict, SettleVerdict::Settled);
+    QCOMPARE(out.verdict, SettleVerdict(ResultCode::Ok));
     QVERIFY2(says(out.message, "corrected k1 to SUCCESS"), out.message.c_str());
     // FAILED again is not a settle: the record is FAILED only once.
     const Claim other = stuck("k2", "o2", false);
     QVERIFY(ProtocolClient(*conn_).fail("k2", 1, "card declined", other.token, false).ok());
     const SettleOutcome again =
         settleRecord(*conn_, {"k2", 2, RecordStatus::Failed, "declined", std::nullopt, false});
-    QCOMPARE(again.verdict, SettleVerdict::InvalidTransition);
+    QCOMPARE(again.verdict, SettleVerdict(ResultCode::InvalidTransition));
     QVERIFY2(says(again.message, "FAILED already"), again.message.c_str());
   }
 
@@ -285,7 +285,7 @@ class TestSettlement : public QObject {
     QVERIFY(a.blocking);
     const SettleOutcome out = settleRecord(
         *conn_, {"k1", 2, RecordStatus::Failed, "customer complained", std::nullopt, true});
-    QCOMPARE(out.verdict, SettleVerdict::InvalidTransition);
+    QCOMPARE(out.verdict, SettleVerdict(ResultCode::InvalidTransition));
     QVERIFY2(says(out.message, "SUCCESS, which is final"), out.message.c_str());
     QCOMPARE(transitions("k1"), 2LL);
   }
@@ -296,7 +296,7 @@ class TestSettlement : public QObject {
         ProtocolClient(*conn_).markUnknown("k1", 1, "no response from gateway", claim.token).ok());
     const SettleOutcome out =
         settleRecord(*conn_, {"k1", 1, RecordStatus::Success, "paid", std::nullopt, false});
-    QCOMPARE(out.verdict, SettleVerdict::Conflict);
+    QCOMPARE(out.verdict, SettleVerdict(ResultCode::Conflict));
     QCOMPARE(out.changesSince.size(), std::size_t(1));
     QCOMPARE(out.changesSince[0].toStatus, RecordStatus::Unknown);
     QCOMPARE(out.changesSince[0].reason, std::optional<std::string>("no response from gateway"));
@@ -338,8 +338,8 @@ class TestSettlement : public QObject {
         start.arrive_and_wait();
         const SettleOutcome out = settleRecord(
             c, {"k" + std::to_string(i), 2, decision, "looked at the gateway", std::nullopt, true});
-        if (out.verdict == SettleVerdict::Settled) settled.fetch_add(1);
-        if (out.verdict == SettleVerdict::Conflict && !out.changesSince.empty()) {
+        if (out.verdict == SettleVerdict(ResultCode::Ok)) settled.fetch_add(1);
+        if (out.verdict == SettleVerdict(ResultCode::Conflict) && !out.changesSince.empty()) {
           conflicts.fetch_add(1);
         }
       }

@@ -112,7 +112,7 @@ class TestSideEffects : public QObject {
     // Through the checked path, as idemctl settle and the admin app send it...
     const SettleOutcome s = settleRecord(
         olga.connection, {key, 2, RecordStatus::Failed, "gateway shows nothing", std::nullopt});
-    QCOMPARE(s.verdict, SettleVerdict::SideEffectRecorded);
+    QCOMPARE(s.verdict, SettleVerdict(ResultCode::SideEffectRecorded));
     QVERIFY2(s.message.find("side_effect_recorded") != std::string::npos, s.message.c_str());
     QVERIFY(s.assessment.sideEffectRecorded);
     QCOMPARE(s.assessment.effectKinds, std::vector<FundFlowKind>{FundFlowKind::Refund});
@@ -216,7 +216,7 @@ class TestSideEffects : public QObject {
     const SettleOutcome s = settleRecord(
         olga.connection,
         {key, 2, RecordStatus::Failed, "the coupon system shows no coupon", std::nullopt});
-    QCOMPARE(s.verdict, SettleVerdict::Settled);
+    QCOMPARE(s.verdict, SettleVerdict(ResultCode::Ok));
     QCOMPARE(statusOf(key), std::string("FAILED"));
   }
 
@@ -291,7 +291,7 @@ class TestSideEffects : public QObject {
     SettleRequest r{
         key,          2,   RecordStatus::Failed, "gateway support: the refund was reversed (#881)",
         std::nullopt, true};
-    QCOMPARE(settleRecord(olga.connection, r).verdict, SettleVerdict::Settled);
+    QCOMPARE(settleRecord(olga.connection, r).verdict, SettleVerdict(ResultCode::Ok));
     QCOMPARE(olga.firstField("SELECT evidence->'override_money_moved'->'side_effect'->>'biz_type' "
                              "FROM idem.transitions WHERE idempotency_key = '" +
                              key + "' AND to_status = 'FAILED'"),

@@ -19,11 +19,6 @@ enum ExitCode : int {
   kOk = 0,
   kFailed = 1,
   kUsage = 2,
-  kConflict = exitCodeOf(ResultCode::Conflict),
-  kSideEffectRecorded = exitCodeOf(ResultCode::SideEffectRecorded),
-  kLeaseActive = exitCodeOf(ResultCode::LeaseActive),
-  kInvalidTransition = exitCodeOf(ResultCode::InvalidTransition),
-  kNotFound = exitCodeOf(ResultCode::NotFound),
 };
 static_assert(exitCodeOf(ResultCode::Ok) == kOk);
 

@@ -109,40 +109,29 @@ int runSettle(const std::vector<std::string>& args, Streams streams,
   auto connection = connect(connectionFrom(dsn, "idemctl settle"));
   const SettleOutcome outcome = settleRecord(*connection, request);
   const bool refused =
-      outcome.verdict != SettleVerdict::Settled && outcome.verdict != SettleVerdict::InvalidInput;
+      outcome.verdict != SettleVerdict(ResultCode::Ok) && outcome.verdict != kSettleInputRefused;
   // On a refusal the message says what matters; the other warnings would only bury it.
   if (!refused) {
     for (const std::string& warning : outcome.assessment.warnings) {
       streams.err << "warning: " << warning << "\n";
     }
   }
-  switch (outcome.verdict) {
-    case SettleVerdict::Settled:
-      streams.out << outcome.message << "\n";
-      return kOk;
-    case SettleVerdict::InvalidInput:
-      throw UsageError(outcome.message);
-    case SettleVerdict::Conflict:
-      streams.err << "idemctl settle: " << outcome.message << "\n";
-      printChanges(streams.err, outcome.changesSince);
-      return kConflict;
-    case SettleVerdict::SideEffectRecorded:
-      streams.err << "idemctl settle: " << outcome.message << "\n";
-      printFlows(streams.err, outcome.assessment.flows);
-      streams.err << "  to override: --override-side-effect, with a --reason that quotes the "
-                     "downstream's confirmation\n";
-      return kSideEffectRecorded;
-    case SettleVerdict::LeaseActive:
-      streams.err << "idemctl settle: " << outcome.message << "\n";
-      return kLeaseActive;
-    case SettleVerdict::InvalidTransition:
-      streams.err << "idemctl settle: " << outcome.message << "\n";
-      return kInvalidTransition;
-    case SettleVerdict::NotFound:
-      streams.err << "idemctl settle: " << outcome.message << "\n";
-      return kNotFound;
+  if (outcome.verdict == kSettleInputRefused) throw UsageError(outcome.message);
+  const ResultCode result = *outcome.verdict;
+  if (result == ResultCode::Ok) {
+    streams.out << outcome.message << "\n";
+    return kOk;
   }
-  return kFailed;
+  // A refusal: the server's sentence, what it rests on, and the result code's exit code.
+  streams.err << "idemctl settle: " << outcome.message << "\n";
+  if (result == ResultCode::Conflict) printChanges(streams.err, outcome.changesSince);
+  if (result == ResultCode::SideEffectRecorded) {
+    printFlows(streams.err, outcome.assessment.flows);
+    streams.err << "  to override: --override-side-effect, with a --reason that quotes the "
+                   "downstream's confirmation\n";
+  }
+  const int code = exitCodeOf(result);
+  return code < 0 ? kFailed : code;
 }
 
 [[maybe_unused]] const bool registered = registerCommand(

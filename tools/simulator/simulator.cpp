@@ -168,7 +168,7 @@ void carelessOperatorRound(pqxx::connection& connection, const std::string& pref
     const SettleOutcome out = settleRecord(
         connection,
         {key, version, RecordStatus::Failed, "the agent looks stuck", std::nullopt, false});
-    counters.countHole(CarelessHole::SettleLiveLease, out.verdict != SettleVerdict::Settled);
+    counters.countHole(CarelessHole::SettleLiveLease, out.verdict != SettleVerdict(ResultCode::Ok));
   }
 }
 
@@ -211,7 +211,7 @@ void operatorRound(pqxx::connection& connection, const SimulationConfig& config,
       if (!done.empty()) request.evidence = R"({"downstream_ref": ")" + done.front().ref + "\"}";
     }
     const SettleOutcome out = settleRecord(connection, request);
-    if (out.verdict != SettleVerdict::Settled) {
+    if (out.verdict != SettleVerdict(ResultCode::Ok)) {
       counters.settleRefused.fetch_add(1);
     } else if (request.to == RecordStatus::Success) {
       counters.settledSuccess.fetch_add(1);

@@ -60,19 +60,14 @@ struct SettleAssessment {
   bool blocking = false;
 };
 
-enum class SettleVerdict {
-  Settled,             // written
-  InvalidInput,        // blank reason, bad target status, evidence that is not JSON: nothing sent
-  SideEffectRecorded,  // FAILED while the ledger records the side effect, no override: nothing
-                       // written
-  LeaseActive,         // PROCESSING, lease live: its claimant may still answer; nothing written
-  Conflict,            // the record changed since the operator looked: nothing written
-  NotFound,
-  InvalidTransition,  // the record's status cannot move to the target (SUCCESS is final)
-};
+// A settle's verdict is the server's own answer (ok, or the refusal, in the vocabulary's result
+// codes: idemctl exits with exitCodeOf it), or none when the input was refused before anything
+// was sent (a blank reason, a target that is not SUCCESS or FAILED, evidence that is not JSON).
+using SettleVerdict = std::optional<ResultCode>;
+inline constexpr SettleVerdict kSettleInputRefused = std::nullopt;
 
 struct SettleOutcome {
-  SettleVerdict verdict = SettleVerdict::InvalidInput;
+  SettleVerdict verdict = kSettleInputRefused;
   std::string message;  // one line for the operator
   ChangeResult change;
   SettleAssessment assessment;
