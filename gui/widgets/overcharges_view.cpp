@@ -12,6 +12,7 @@
 #include "widgets/column_widths.hpp"
 #include "widgets/console_table.hpp"
 #include "widgets/main_window.hpp"
+#include "widgets/view_parts.hpp"
 #include "widgets/view_registry.hpp"
 
 namespace idem::admin {
@@ -89,18 +90,8 @@ namespace {
     .make =
         [](const ViewContext& c, QWidget* parent) {
           auto* view = new OverchargesView(c.session, parent);
-          MainWindow* window = &c.window;
-          QObject::connect(view, &OverchargesView::countChanged, window,
-                           [window, view](int rows) { window->setTabCount(view, rows); });
-          return View{
-              .page = view,
-              .refresh = [view](bool) { view->refresh(); },
-              .exportCsv =
-                  [view](QIODevice& out) {
-                    return writeCsv(*view->model(), out, OverchargeModel::ExportRole);
-                  },
-              .exportName = QStringLiteral("overcharges"),
-          };
+          countInTitle(c, view);
+          return tableView(view, QStringLiteral("overcharges"));
         },
 });
 

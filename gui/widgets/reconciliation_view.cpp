@@ -20,6 +20,7 @@
 #include "widgets/main_window.hpp"
 #include "widgets/settle_dialog.hpp"
 #include "widgets/table_copy.hpp"
+#include "widgets/view_parts.hpp"
 #include "widgets/view_registry.hpp"
 
 namespace idem::admin {
@@ -264,20 +265,10 @@ namespace {
     .make =
         [](const ViewContext& c, QWidget* parent) {
           auto* view = new ReconciliationView(c.session, parent);
-          MainWindow* window = &c.window;
-          QObject::connect(view, &ReconciliationView::countChanged, window,
-                           [window, view](int rows) { window->setTabCount(view, rows); });
-          QObject::connect(view, &ReconciliationView::recordSettled, window,
+          countInTitle(c, view);
+          QObject::connect(view, &ReconciliationView::recordSettled, &c.window,
                            &MainWindow::announceSettled);
-          return View{
-              .page = view,
-              .refresh = [view](bool) { view->refresh(); },
-              .exportCsv =
-                  [view](QIODevice& out) {
-                    return writeCsv(*view->model(), out, ReconciliationModel::ExportRole);
-                  },
-              .exportName = QStringLiteral("reconciliation"),
-          };
+          return tableView(view, QStringLiteral("reconciliation"));
         },
 });
 

@@ -18,6 +18,7 @@
 #include "widgets/console_table.hpp"
 #include "widgets/main_window.hpp"
 #include "widgets/refresh_stamp.hpp"
+#include "widgets/view_parts.hpp"
 #include "widgets/view_registry.hpp"
 
 namespace idem::admin {
@@ -143,15 +144,7 @@ namespace {
           // The selected event's business object: its story in the Timeline dock.
           QObject::connect(view, &TraceAuditView::businessObjectSelected, &c.window,
                            &MainWindow::showBusinessObjectStory);
-          return View{
-              .page = view,
-              .refresh = [view](bool) { view->refresh(); },
-              .exportCsv =
-                  [view](QIODevice& out) {
-                    return writeCsv(*view->model(), out, TraceStoryModel::ExportRole);
-                  },
-              .exportName = QStringLiteral("trace-audit"),
-          };
+          return tableView(view, QStringLiteral("trace-audit"));
         },
 });
 
