@@ -109,6 +109,11 @@ with tempfile.TemporaryDirectory() as scratch:
     table.write_text(twice.replace('value = "llm", cpp = "Scheduler"', 'value = "scheduler", cpp = "Scheduler", flags = ["cron"]'), encoding="utf-8")
     run = generate(table, work / "refused")
     check(run.returncode == 2 and "flag 'cron', which no predicate reads" in run.stderr, f"an unknown flag is refused: {run.stderr.strip()}")
+    help_only = table.read_text(encoding="utf-8").replace(', flags = ["cron"]', "")
+    help_only = help_only.replace('exit_code = 8, settle_help', 'settle_help')
+    table.write_text(help_only, encoding="utf-8")
+    run = generate(table, work / "refused")
+    check(run.returncode == 2 and "has settle_help but no exit_code" in run.stderr, f"help without an exit code is refused: {run.stderr.strip()}")
     check(not (work / "refused").exists(), "a refused table writes nothing")
 
 sys.exit(1 if failures else 0)

@@ -42,6 +42,17 @@ class Outcome(str, enum.Enum):
     RETIRED = "retired"  # the key was used and its record removed by retention
 
 
+class FundFlowKind(str, enum.Enum):
+    """A line of the ledger: what moved, or was held, for a business object."""
+
+    DEBIT = "DEBIT"  # money taken from the customer
+    CREDIT = "CREDIT"  # money paid to the customer that is not a refund of a charge
+    REFUND = "REFUND"  # money given back for a charge
+    FREEZE = "FREEZE"  # a hold on the customer's funds, not a movement
+    UNFREEZE = "UNFREEZE"  # a hold released
+    CAPTURE = "CAPTURE"  # a held amount taken
+
+
 class ResultCode(str, enum.Enum):
     """What a state-changing protocol function says about the change it was asked for."""
 

@@ -5,7 +5,7 @@
 // Every call must commit on its own: `begin` must be durable before the caller goes downstream. Pass
 // a pg.Pool or a pg.Client that is not inside BEGIN ... COMMIT.
 import { parseOutcome, parseRecordStatus, parseResultCode, parseTriggerSource } from "./vocabulary";
-import type { Outcome, RecordStatus, ResultCode, TriggerSource } from "./vocabulary";
+import type { FundFlowKind, Outcome, RecordStatus, ResultCode, TriggerSource } from "./vocabulary";
 
 /** What the protocol needs of node-postgres: a pg.Pool, a pg.Client or a pg.PoolClient. */
 export interface Queryable {
@@ -160,7 +160,7 @@ export class Protocol {
   async recordFundFlow(flow: {
     bizType: string;
     bizId: string;
-    kind: "DEBIT" | "CREDIT" | "REFUND" | "FREEZE" | "UNFREEZE" | "CAPTURE";
+    kind: FundFlowKind;
     amountMinor: number | bigint;
     currency: string;
     externalRef: string;

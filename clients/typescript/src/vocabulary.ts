@@ -33,6 +33,17 @@ export const OUTCOMES = [
 ] as const;
 export type Outcome = (typeof OUTCOMES)[number];
 
+/** A line of the ledger: what moved, or was held, for a business object. */
+export const FUND_FLOW_KINDS = [
+  "DEBIT", // money taken from the customer
+  "CREDIT", // money paid to the customer that is not a refund of a charge
+  "REFUND", // money given back for a charge
+  "FREEZE", // a hold on the customer's funds, not a movement
+  "UNFREEZE", // a hold released
+  "CAPTURE", // a held amount taken
+] as const;
+export type FundFlowKind = (typeof FUND_FLOW_KINDS)[number];
+
 /** What a state-changing protocol function says about the change it was asked for. */
 export const RESULT_CODES = [
   "ok", // the change was made
@@ -55,4 +66,5 @@ function parser<T extends string>(what: string, values: readonly T[]) {
 export const parseRecordStatus = parser("record status", RECORD_STATUSES);
 export const parseTriggerSource = parser("trigger source", TRIGGER_SOURCES);
 export const parseOutcome = parser("attempt outcome", OUTCOMES);
+export const parseFundFlowKind = parser("fund flow kind", FUND_FLOW_KINDS);
 export const parseResultCode = parser("result code", RESULT_CODES);

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 namespace idem {
@@ -168,6 +169,10 @@ struct Vocabulary<SideEffectRole> {
       {SideEffectRole::None, "none"},
   }};
 };
+
+// Every vocabulary's enum: idem/vocabulary.hpp checks each table against its enum.
+using VocabularyEnums = std::tuple<RecordStatus, TriggerSource, Outcome, FundFlowKind, ActorKind,
+                                   ResultCode, SideEffectRole>;
 
 // The statuses that still need a decision.
 constexpr bool isUnsettled(RecordStatus value) {

@@ -12,9 +12,11 @@ CREATE OR REPLACE FUNCTION idem.check_fund_flow(
  IMMUTABLE
 AS $function$
 BEGIN
-    IF p_kind IS NULL OR p_kind NOT IN ('DEBIT', 'CREDIT', 'REFUND', 'FREEZE', 'UNFREEZE', 'CAPTURE') THEN
-        RAISE EXCEPTION 'unknown fund flow kind %: expected DEBIT, CREDIT, REFUND, FREEZE, UNFREEZE or CAPTURE',
-            coalesce(quote_literal(left(p_kind, 40)), 'NULL') USING ERRCODE = 'invalid_parameter_value';
+    IF p_kind IS NULL OR p_kind <> ALL (idem.vocabulary('fund_flow_kind')) THEN
+        RAISE EXCEPTION 'unknown fund flow kind %: expected %',
+            coalesce(quote_literal(left(p_kind, 40)), 'NULL'),
+            array_to_string(idem.vocabulary('fund_flow_kind'), ', ')
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_currency IS NULL OR p_currency !~ '^[A-Z]{3}$' THEN
         RAISE EXCEPTION 'currency must be three capital letters (ISO 4217), got %',
