@@ -71,7 +71,15 @@ void rethrowAsDatabaseError(const char* what) {
   try {
     throw;
   } catch (const pqxx::sql_error& e) {
-    throw DatabaseError(sqlstateOf(e), context + primaryMessage(e.what()));
+    const std::string sqlstate = sqlstateOf(e);
+    std::string message = context + primaryMessage(e.what());
+    // A function or relation of the schema that is not there: the database is older than this
+    // program. Say what to do rather than leave the operator with PostgreSQL's words alone.
+    if ((sqlstate == "42883" || sqlstate == "42P01") &&
+        message.find("idem.") != std::string::npos) {
+      message += " (the idem schema is older than this program: run `idemctl migrate`)";
+    }
+    throw DatabaseError(sqlstate, message);
   } catch (const pqxx::serialization_failure& e) {
     throw DatabaseError("40001", context + primaryMessage(e.what()));
   } catch (const pqxx::deadlock_detected& e) {

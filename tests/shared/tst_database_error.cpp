@@ -90,6 +90,24 @@ class TestDatabaseError : public QObject {
     QVERIFY(!e->endsSession());
   }
 
+  // A program newer than its schema calls a function the schema does not have yet: the error says
+  // what to do. Another missing function is left in PostgreSQL's words.
+  void aSchemaOlderThanTheProgramSaysToMigrate() {
+    auto c = db_->connect();
+    pqxx::nontransaction tx(*c);
+    std::string escaped;
+    auto e = caught(
+        [&] { translatingErrors("read", [&] { tx.exec("SELECT idem.from_a_later_version(1)"); }); },
+        escaped);
+    QVERIFY2(e.has_value(), escaped.c_str());
+    QCOMPARE(e->sqlstate(), std::string("42883"));
+    QVERIFY2(std::string(e->what()).find("run `idemctl migrate`") != std::string::npos, e->what());
+    e = caught([&] { translatingErrors("read", [&] { tx.exec("SELECT no_such_function(1)"); }); },
+               escaped);
+    QVERIFY2(e.has_value(), escaped.c_str());
+    QVERIFY(std::string(e->what()).find("idemctl migrate") == std::string::npos);
+  }
+
   void serializationFailureIsRetryable() {
     auto c = db_->connect();
     pqxx::nontransaction tx(*c);

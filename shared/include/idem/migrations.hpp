@@ -148,6 +148,9 @@ struct FunctionGrant {
   int since = kContractV2Migration;
   // The migration that takes it away again (a later contract's); the grant holds before it.
   int until = std::numeric_limits<int>::max();
+  // The function is defined by sql/objects/ alone, not by a numbered migration: a database built
+  // from the numbered files alone (scripts/make-baseline) is not told it lacks it.
+  bool objectOnly = false;
 };
 
 // The contract's role table (docs/contract/schema.md, "Roles"), the one place it is written down.
