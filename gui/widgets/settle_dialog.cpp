@@ -41,7 +41,7 @@ SettleDialog::SettleDialog(DatabaseSession* session, const Record& seen,
     : QDialog(parent),
       session_(session),
       seen_(seen),
-      correction_(seen.status == RecordStatus::Failed),
+      correction_(!isUnsettled(seen.status)),
       toSuccess_(new QRadioButton(this)),
       toFailed_(new QRadioButton(this)),
       reason_(new QPlainTextEdit(this)),
@@ -150,9 +150,14 @@ void SettleDialog::addDecision(QVBoxLayout* layout) {
   toFailed_->setText(
       QStringLiteral("FAILED \u2014 it did not happen; the same request may claim it again"));
   toFailed_->setObjectName(QStringLiteral("settleToFailed"));
-  // A FAILED record is only ever corrected to SUCCESS: FAILED is not offered again.
-  toFailed_->setVisible(!correction_);
-  toFailed_->setEnabled(!correction_);
+  // Only the targets the database allows an operator from this status are offered (a FAILED
+  // record is only corrected to SUCCESS).
+  const OperatorMoves& moves = session_->info().operatorMoves;
+  for (auto [button, to] :
+       {std::pair{toSuccess_, RecordStatus::Success}, std::pair{toFailed_, RecordStatus::Failed}}) {
+    button->setVisible(moves.allows(seen_.status, to));
+    button->setEnabled(moves.allows(seen_.status, to));
+  }
   auto* group = new QButtonGroup(this);
   group->addButton(toSuccess_);
   group->addButton(toFailed_);
