@@ -9,11 +9,6 @@ build=${1:-$root/build}
 shift $(($# > 0 ? 1 : 0))
 source "$root/scripts/lib/pg.sh"
 source "$root/scripts/lib/python.sh"
-dir=$(mktemp -d /tmp/idemwatch-gap-flood-XXXXXX)
-chmod 755 "$dir"
-trap 'pg_stop "$dir"; rm -rf "$dir"' EXIT
-pg_start "$dir"
-psql "$PG_DSN" -qc "CREATE DATABASE flood"
-dsn="${PG_DSN/dbname=postgres/dbname=flood}"
-"$build/tools/idemctl/idemctl" migrate --db.dsn="$dsn" >/dev/null
+pg_scratch gap-flood
+dsn=$(pg_migrated_database flood "$build/tools/idemctl/idemctl")
 "$(psycopg_python)" "$root/bench/exporter/gap_flood.py" "$dsn" "$build/exporter/idemwatch-exporter" "$@"

@@ -10,11 +10,6 @@ shift $(($# > 0 ? 1 : 0))
 source "$root/scripts/lib/pg.sh"
 source "$root/scripts/lib/python.sh"
 ulimit -n 65536 2>/dev/null || ulimit -n 8192
-dir=$(mktemp -d /tmp/idemwatch-door-bench-XXXXXX)
-chmod 755 "$dir"
-trap 'pg_stop "$dir"; rm -rf "$dir"' EXIT
-pg_start "$dir"
-psql "$PG_DSN" -qc "CREATE DATABASE door"
-dsn="${PG_DSN/dbname=postgres/dbname=door}"
-"$build/tools/idemctl/idemctl" migrate --db.dsn="$dsn" >/dev/null
+pg_scratch door-bench
+dsn=$(pg_migrated_database door "$build/tools/idemctl/idemctl")
 "$(psycopg_python)" "$root/bench/exporter/slow_clients.py" "$build/exporter/idemwatch-exporter" "$dsn" "$@"

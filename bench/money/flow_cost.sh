@@ -11,13 +11,9 @@ source "$root/scripts/lib/pg.sh"
 SECONDS_EACH=${SECONDS_EACH:-10}
 REPEAT=${REPEAT:-3}
 CLIENTS=${CLIENTS:-"1 4"}
-dir=$(mktemp -d /tmp/idemwatch-flow-cost-XXXXXX)
-chmod 755 "$dir"
-trap 'pg_stop "$dir"; rm -rf "$dir"' EXIT
-pg_start "$dir"
-psql "$PG_DSN" -qc "CREATE DATABASE flows"
-dsn="${PG_DSN/dbname=postgres/dbname=flows}"
-"$build/tools/idemctl/idemctl" migrate --db.dsn="$dsn" >/dev/null
+pg_scratch flow-cost
+dir=$SCRATCH_DIR
+dsn=$(pg_migrated_database flows "$build/tools/idemctl/idemctl")
 # Random business objects (a few repeat, as duplicates do), a fresh gateway reference each time.
 cat >"$dir/flow.sql" <<'SQL'
 \set n random(1, 50000000)

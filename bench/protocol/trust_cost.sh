@@ -16,13 +16,10 @@ source "$root/scripts/lib/pg.sh"
 SECONDS_EACH=${SECONDS_EACH:-10}
 REPEAT=${REPEAT:-3}
 CLIENTS=${CLIENTS:-"1 4"}
-dir=$(mktemp -d /tmp/idemwatch-trust-cost-XXXXXX)
-chmod 755 "$dir"
-trap 'pg_stop "$dir"; rm -rf "$dir"' EXIT
-pg_start "$dir"
-for db in v2 v3; do psql "$PG_DSN" -qc "CREATE DATABASE $db"; done
-"$build/tools/idemctl/idemctl" migrate --up-to 13 --db.dsn="${PG_DSN/dbname=postgres/dbname=v2}" >/dev/null
-"$build/tools/idemctl/idemctl" migrate --db.dsn="${PG_DSN/dbname=postgres/dbname=v3}" >/dev/null
+pg_scratch trust-cost
+dir=$SCRATCH_DIR
+pg_migrated_database v2 "$build/tools/idemctl/idemctl" --up-to 13 >/dev/null
+pg_migrated_database v3 "$build/tools/idemctl/idemctl" >/dev/null
 
 key="'k-' || :client_id || '-' || :n"
 object="'o-' || :client_id || '-' || :n"

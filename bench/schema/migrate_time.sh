@@ -10,10 +10,7 @@ build=${1:-$root/build}
 runs=${2:-9}
 idemctl=$build/tools/idemctl/idemctl
 source "$root/scripts/lib/pg.sh"
-dir=$(mktemp -d /tmp/idemwatch-migrate-bench-XXXXXX)
-chmod 755 "$dir"
-trap 'pg_stop "$dir"; rm -rf "$dir"' EXIT
-pg_start "$dir"
+pg_scratch migrate-bench
 export PGOPTIONS="-c client_min_messages=warning"
 
 # Milliseconds of one run of "$@".

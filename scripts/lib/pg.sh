@@ -83,3 +83,23 @@ pg_stop() {
   PG_BIN=$(pg_bin) || return 0
   pg_as_owner "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w -t 60 stop >/dev/null 2>&1 || true
 }
+
+# pg_scratch TAG: a private cluster in a fresh folder /tmp/idemwatch-TAG-XXXXXX, stopped and removed
+# on exit (this sets the EXIT trap). Sets SCRATCH_DIR; PG_DSN as pg_start sets it.
+pg_scratch() {
+  SCRATCH_DIR=$(mktemp -d "/tmp/idemwatch-$1-XXXXXX")
+  chmod 755 "$SCRATCH_DIR"
+  trap 'pg_stop "$SCRATCH_DIR"; rm -rf "$SCRATCH_DIR"' EXIT
+  pg_start "$SCRATCH_DIR"
+}
+
+# pg_migrated_database NAME IDEMCTL [migrate flags...]: creates database NAME in the running
+# cluster, migrates it with IDEMCTL, and prints its DSN.
+pg_migrated_database() {
+  local name=$1 idemctl=$2
+  shift 2
+  local dsn="${PG_DSN/dbname=postgres/dbname=$name}"
+  psql "$PG_DSN" -qc "CREATE DATABASE $name" >&2
+  "$idemctl" migrate --db.dsn="$dsn" "$@" >/dev/null || return
+  echo "$dsn"
+}
