@@ -1,23 +1,11 @@
 #include "models/money_text.hpp"
 
-#include <array>
-#include <string_view>
+#include "idem/currencies.hpp"
 
 namespace idem::admin {
 
 int minorUnitDigits(const std::string& currency) {
-  static constexpr std::array<std::string_view, 16> kNoMinor{
-      "BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW",
-      "PYG", "RWF", "UGX", "VND", "VUV", "XAF", "XOF", "XPF"};
-  static constexpr std::array<std::string_view, 6> kThreeDigits{"BHD", "IQD", "JOD",
-                                                                "KWD", "OMR", "TND"};
-  for (auto c : kNoMinor) {
-    if (c == currency) return 0;
-  }
-  for (auto c : kThreeDigits) {
-    if (c == currency) return 3;
-  }
-  return 2;
+  return minorUnitExponent(currency).value_or(2);
 }
 
 QString moneyText(std::int64_t amountMinor, const std::string& currency) {

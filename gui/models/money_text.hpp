@@ -7,7 +7,8 @@
 
 namespace idem::admin {
 
-// ISO 4217 minor-unit exponent: 0 for JPY, KRW..., 3 for BHD, KWD..., else 2.
+// ISO 4217 minor-unit exponent (idem/currencies.hpp): 0 for JPY, 3 for KWD; 2 for a code it does
+// not list or gives no minor unit.
 int minorUnitDigits(const std::string& currency);
 QString moneyText(std::int64_t amountMinor, const std::string& currency);
 

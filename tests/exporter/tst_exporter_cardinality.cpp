@@ -12,6 +12,7 @@
 
 #include "collectors/currencies.hpp"
 #include "exporter_harness.hpp"
+#include "idem/currencies.hpp"
 #include "metric_keys.hpp"
 #include "test_database.hpp"
 
@@ -123,7 +124,7 @@ class TestExporterCardinality : public QObject {
     QVERIFY2(currencies.size() <= 6, std::to_string(currencies.size()).c_str());
     QVERIFY(currencies.contains("other"));
     for (const std::string& c : currencies) {
-      QVERIFY2(c == "other" || exporter::isIso4217(c), c.c_str());
+      QVERIFY2(c == "other" || idem::isIso4217(c), c.c_str());
     }
   }
 

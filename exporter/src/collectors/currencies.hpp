@@ -13,8 +13,6 @@ namespace idem::exporter {
 
 // Whether `code` is an ISO 4217 currency code (the active list, funds and precious metals
 // included).
-bool isIso4217(std::string_view code);
-
 class Currencies {
  public:
   static constexpr std::string_view kOther = "other";
