@@ -420,7 +420,44 @@ class Run:
         recon.stop()
         subprocess.run([self.args.idemctl, "reconcile", "--db.dsn", self.cluster.dsn("chaos_recon")],
                        check=True, stdout=subprocess.DEVNULL)
-        time.sleep(4)  # the exporters collect what came last
+        # The exporters collect what came last: after the crash they may still be in their
+        # reconnect back-off (1 s doubling), so wait until every one agrees with SQL or a minute
+        # has passed. A counter never goes down: one that counted a row twice never agrees.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            states = self.exporter_differences()
+            if all(d is not None and not any(differ for _, differ in d.values()) for d in states):
+                break
+            time.sleep(1)
+
+    def exporter_differences(self) -> list:
+        """For each exporter, per counter: the rows SQL counts since the boundary and the series
+        where the exporter's figure differs from SQL's (None: the exporter does not answer)."""
+        b = self.boundary
+        truth = {
+            "idempotency_requests_total": (("biz_type", "source", "outcome"), self.sql(
+                "SELECT biz_type, trigger_source, outcome, count(*) FROM idem.attempts WHERE id > %s "
+                "GROUP BY 1, 2, 3", b["attempts"])),
+            "idempotency_fund_flows_total": (("biz_type", "kind"), self.sql(
+                "SELECT biz_type, kind, count(*) FROM idem.fund_flows WHERE id > %s GROUP BY 1, 2",
+                b["fund_flows"])),
+            "idempotency_transitions_total": (("from", "to", "actor_kind"), self.sql(
+                "SELECT coalesce(from_status, 'none'), to_status, actor_kind, count(*) "
+                "FROM idem.transitions WHERE id > %s GROUP BY 1, 2, 3", b["transitions"])),
+        }
+        out = []
+        for port in self.exporter_ports:
+            text = scrape(port)
+            if text is None:
+                out.append(None)
+                continue
+            differences = {}
+            for name, (labels, rows) in truth.items():
+                want = {tuple(sorted(zip(labels, r[:-1]))): float(r[-1]) for r in rows}
+                got = {k: v for k, v in counters(text, name).items() if v != 0}
+                differences[name] = (sum(want.values()), sorted(set(want.items()) ^ set(got.items())))
+            out.append(differences)
+        return out
 
     def verify(self) -> None:
         effects = [e for n in range(self.args.simulators) for e in journal(self.work / f"journal-{n}.tsv")]
@@ -496,29 +533,13 @@ class Run:
         for n, code, text in self.summaries:
             self.check(code == 0, f"simulator {n} finished its plan (exit {code})")
 
-        b = self.boundary
-        truth = {
-            "idempotency_requests_total": (("biz_type", "source", "outcome"), self.sql(
-                "SELECT biz_type, trigger_source, outcome, count(*) FROM idem.attempts WHERE id > %s "
-                "GROUP BY 1, 2, 3", b["attempts"])),
-            "idempotency_fund_flows_total": (("biz_type", "kind"), self.sql(
-                "SELECT biz_type, kind, count(*) FROM idem.fund_flows WHERE id > %s GROUP BY 1, 2",
-                b["fund_flows"])),
-            "idempotency_transitions_total": (("from", "to", "actor_kind"), self.sql(
-                "SELECT coalesce(from_status, 'none'), to_status, actor_kind, count(*) "
-                "FROM idem.transitions WHERE id > %s GROUP BY 1, 2, 3", b["transitions"])),
-        }
-        for i, port in enumerate(self.exporter_ports):
-            text = scrape(port)
-            if text is None:
+        for i, differences in enumerate(self.exporter_differences()):
+            if differences is None:
                 self.check(False, f"exporter {i} answers at the end")
                 continue
-            for name, (labels, rows) in truth.items():
-                want = {tuple(sorted(zip(labels, r[:-1]))): float(r[-1]) for r in rows}
-                got = {k: v for k, v in counters(text, name).items() if v != 0}
-                differ = sorted(set(want.items()) ^ set(got.items()))
+            for name, (rows, differ) in differences.items():
                 self.check(not differ, f"exporter {i}: every {name} series equals SQL "
-                                       f"({sum(want.values()):.0f} rows; differ: {differ[:3]})")
+                                       f"({rows:.0f} rows; differ: {differ[:3]})")
         say(f"scrapes during the chaos: {self.scrapes['answered']} answered, "
             f"{self.scrapes['unanswered']} unanswered")
 
