@@ -10,7 +10,7 @@ IDEMWATCH_PACKAGES=(
   qt6-base-dev qt6-charts-dev libgl-dev
   postgresql postgresql-contrib pgbouncer
   prometheus xvfb openssl curl shellcheck
-  libcli11-dev libyaml-cpp-dev clang-format clang-tidy
+  libcli11-dev libyaml-cpp-dev libpugixml-dev clang-format clang-tidy
   help2man lintian dpkg-dev systemd
 )
 # The protocol clients' tests (clients/): Python's psycopg, and Node.js with npm. A NodeSource
