@@ -142,6 +142,7 @@ Baseline loadBaseline(const std::filesystem::path& root) {
 }
 
 const std::vector<FunctionGrant>& expectedFunctionGrants() {
+  constexpr int kNoLaterMigration = std::numeric_limits<int>::max();
   // docs/contract/schema.md, "Roles". A function not named here is executable by its owner only.
   static const std::vector<FunctionGrant> grants{
       {"idem.begin(text, text, text, text, text, text, jsonb, interval, text, text)",
@@ -207,6 +208,24 @@ const std::vector<FunctionGrant>& expectedFunctionGrants() {
        std::numeric_limits<int>::max(), true},
       {"idem.minor_total(numeric)", "idem_reader", kContractV3Migration},
       {"idem.minor_total(numeric)", "idem_operator", kContractV3Migration},
+      // The gateway's evidence: its statements, callbacks and status answers are its word
+      // (idem_ledger); the reconciler's pass decides from what they stored. Objects only: no
+      // numbered migration creates them.
+      {"idem.open_statement(text, text, text, text)", "idem_ledger", kGatewayEvidenceMigration,
+       kNoLaterMigration, true},
+      {"idem.add_statement_lines(bigint, jsonb)", "idem_ledger", kGatewayEvidenceMigration,
+       kNoLaterMigration, true},
+      {"idem.close_statement(bigint, bigint, timestamp with time zone, timestamp with time zone, "
+       "boolean)",
+       "idem_ledger", kGatewayEvidenceMigration, kNoLaterMigration, true},
+      {"idem.ingest_callback(text, text, text, bigint, text, text, text, text, jsonb)",
+       "idem_ledger", kGatewayEvidenceMigration, kNoLaterMigration, true},
+      {"idem.record_lookup_answer(text, text, text, boolean, text, bigint, text, text, jsonb)",
+       "idem_ledger", kGatewayEvidenceMigration, kNoLaterMigration, true},
+      {"idem.resolve_from_gateway_evidence()", "idem_reconciler", kGatewayEvidenceMigration,
+       kNoLaterMigration, true},
+      {"idem.resolve_from_gateway_evidence()", "idem_ledger", kGatewayEvidenceMigration,
+       kNoLaterMigration, true},
   };
   return grants;
 }

@@ -63,3 +63,26 @@ class ResultCode(str, enum.Enum):
     NOT_CLAIMANT = "not_claimant"  # the claim token does not match: only the claimant may complete, fail, mark_unknown
     LEASE_ACTIVE = "lease_active"  # a PROCESSING record whose lease is live: its claimant may still answer
     SIDE_EFFECT_RECORDED = "side_effect_recorded"  # FAILED refused: the ledger records the side effect (its business type's effect flows under its key or for its business object), so declaring it failed could run it twice
+
+
+class StatementLineResult(str, enum.Enum):
+    """What a line of a gateway's statement, or a callback, was found to be against the records."""
+
+    MATCHED = "matched"  # a record explains it: its key, its gateway reference or its business object, amount and currency agreeing
+    MISMATCHED = "mismatched"  # a record has its reference but the amount, the currency or the kind disagrees: a person decides
+    UNMATCHED = "unmatched"  # money the gateway moved that no record explains
+    DUPLICATE = "duplicate"  # a second side effect for a business object that had one: money moved twice
+    NOT_A_FLOW = "not_a_flow"  # a fee, a payout or a transfer: no business object's side effect
+    PENDING = "pending"  # not booked yet (camt PDNG, INFO): read, never decides
+
+
+class EvidenceSource(str, enum.Enum):
+    """Who decided an UNKNOWN record, as the exporter's idempotency_unknown_resolved_total{by} counts it."""
+
+    CLAIMANT = "claimant"  # the claimant's own late answer (complete or fail)
+    LEDGER = "ledger"  # idem.reconcile: a flow under the record's key
+    CALLBACK = "callback"  # the gateway's callback (idem.ingest_callback)
+    LOOKUP = "lookup"  # the gateway's status API (idemctl reconcile --lookup)
+    STATEMENT = "statement"  # a line of the gateway's statement
+    STATEMENT_ABSENCE = "statement_absence"  # no line in the gateway's final statements for the period, where the gateway allows absence as evidence
+    OPERATOR = "operator"  # a person, through idem.settle

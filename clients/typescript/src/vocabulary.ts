@@ -56,6 +56,29 @@ export const RESULT_CODES = [
 ] as const;
 export type ResultCode = (typeof RESULT_CODES)[number];
 
+/** What a line of a gateway's statement, or a callback, was found to be against the records. */
+export const STATEMENT_LINE_RESULTS = [
+  "matched", // a record explains it: its key, its gateway reference or its business object, amount and currency agreeing
+  "mismatched", // a record has its reference but the amount, the currency or the kind disagrees: a person decides
+  "unmatched", // money the gateway moved that no record explains
+  "duplicate", // a second side effect for a business object that had one: money moved twice
+  "not_a_flow", // a fee, a payout or a transfer: no business object's side effect
+  "pending", // not booked yet (camt PDNG, INFO): read, never decides
+] as const;
+export type StatementLineResult = (typeof STATEMENT_LINE_RESULTS)[number];
+
+/** Who decided an UNKNOWN record, as the exporter's idempotency_unknown_resolved_total{by} counts it. */
+export const EVIDENCE_SOURCES = [
+  "claimant", // the claimant's own late answer (complete or fail)
+  "ledger", // idem.reconcile: a flow under the record's key
+  "callback", // the gateway's callback (idem.ingest_callback)
+  "lookup", // the gateway's status API (idemctl reconcile --lookup)
+  "statement", // a line of the gateway's statement
+  "statement_absence", // no line in the gateway's final statements for the period, where the gateway allows absence as evidence
+  "operator", // a person, through idem.settle
+] as const;
+export type EvidenceSource = (typeof EVIDENCE_SOURCES)[number];
+
 function parser<T extends string>(what: string, values: readonly T[]) {
   return (text: unknown): T => {
     if (typeof text === "string" && (values as readonly string[]).includes(text)) return text as T;
@@ -68,3 +91,5 @@ export const parseTriggerSource = parser("trigger source", TRIGGER_SOURCES);
 export const parseOutcome = parser("attempt outcome", OUTCOMES);
 export const parseFundFlowKind = parser("fund flow kind", FUND_FLOW_KINDS);
 export const parseResultCode = parser("result code", RESULT_CODES);
+export const parseStatementLineResult = parser("statement line result", STATEMENT_LINE_RESULTS);
+export const parseEvidenceSource = parser("evidence source", EVIDENCE_SOURCES);

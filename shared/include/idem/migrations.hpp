@@ -137,6 +137,8 @@ inline constexpr int kContractV2Migration = 9;
 // The migration from which it carries version 3: side effects per business type, the ledger's two
 // writers.
 inline constexpr int kContractV3Migration = 14;
+// The migration that brought the gateway's evidence: statements, callbacks, status answers.
+inline constexpr int kGatewayEvidenceMigration = 15;
 
 // One EXECUTE grant the contract allows: a function (as regprocedure prints it, e.g.
 // "idem.expire_leases()") and a role. Every other grant on an idem function is a hole.

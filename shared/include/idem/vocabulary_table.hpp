@@ -76,6 +76,31 @@ enum class SideEffectRole {
   None,      // a hold, or a kind the type does not count
 };
 
+// What a line of a gateway's statement, or a callback, was found to be against the records.
+enum class StatementLineResult {
+  Matched,  // a record explains it: its key, its gateway reference or its business object, amount
+            // and currency agreeing
+  Mismatched,  // a record has its reference but the amount, the currency or the kind disagrees: a
+               // person decides
+  Unmatched,   // money the gateway moved that no record explains
+  Duplicate,   // a second side effect for a business object that had one: money moved twice
+  NotAFlow,    // a fee, a payout or a transfer: no business object's side effect
+  Pending,     // not booked yet (camt PDNG, INFO): read, never decides
+};
+
+// Who decided an UNKNOWN record, as the exporter's idempotency_unknown_resolved_total{by} counts
+// it.
+enum class EvidenceSource {
+  Claimant,          // the claimant's own late answer (complete or fail)
+  Ledger,            // idem.reconcile: a flow under the record's key
+  Callback,          // the gateway's callback (idem.ingest_callback)
+  Lookup,            // the gateway's status API (idemctl reconcile --lookup)
+  Statement,         // a line of the gateway's statement
+  StatementAbsence,  // no line in the gateway's final statements for the period, where the gateway
+                     // allows absence as evidence
+  Operator,          // a person, through idem.settle
+};
+
 // The spelling of each value in the database, in declaration order.
 template <typename E>
 struct Vocabulary;
@@ -170,9 +195,38 @@ struct Vocabulary<SideEffectRole> {
   }};
 };
 
+template <>
+struct Vocabulary<StatementLineResult> {
+  static constexpr std::string_view name = "statement line result";
+  static constexpr std::string_view sqlName = "statement_line_result";
+  static constexpr std::array<std::pair<StatementLineResult, std::string_view>, 6> values{{
+      {StatementLineResult::Matched, "matched"},
+      {StatementLineResult::Mismatched, "mismatched"},
+      {StatementLineResult::Unmatched, "unmatched"},
+      {StatementLineResult::Duplicate, "duplicate"},
+      {StatementLineResult::NotAFlow, "not_a_flow"},
+      {StatementLineResult::Pending, "pending"},
+  }};
+};
+
+template <>
+struct Vocabulary<EvidenceSource> {
+  static constexpr std::string_view name = "evidence source";
+  static constexpr std::string_view sqlName = "evidence_source";
+  static constexpr std::array<std::pair<EvidenceSource, std::string_view>, 7> values{{
+      {EvidenceSource::Claimant, "claimant"},
+      {EvidenceSource::Ledger, "ledger"},
+      {EvidenceSource::Callback, "callback"},
+      {EvidenceSource::Lookup, "lookup"},
+      {EvidenceSource::Statement, "statement"},
+      {EvidenceSource::StatementAbsence, "statement_absence"},
+      {EvidenceSource::Operator, "operator"},
+  }};
+};
+
 // Every vocabulary's enum: idem/vocabulary.hpp checks each table against its enum.
 using VocabularyEnums = std::tuple<RecordStatus, TriggerSource, Outcome, FundFlowKind, ActorKind,
-                                   ResultCode, SideEffectRole>;
+                                   ResultCode, SideEffectRole, StatementLineResult, EvidenceSource>;
 
 // The statuses that still need a decision.
 constexpr bool isUnsettled(RecordStatus value) {
@@ -189,6 +243,12 @@ constexpr bool isFirstAttempt(TriggerSource value) {
 // (docs/contract/metrics.md).
 constexpr bool isHit(Outcome value) {
   return value == Outcome::Replayed || value == Outcome::InProgress || value == Outcome::Retired;
+}
+
+// The results an operator has to look at.
+constexpr bool needsPerson(StatementLineResult value) {
+  return value == StatementLineResult::Mismatched || value == StatementLineResult::Unmatched ||
+         value == StatementLineResult::Duplicate;
 }
 
 // What `idemctl settle` exits with when the server answers a result code; -1: never

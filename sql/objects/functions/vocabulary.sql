@@ -13,4 +13,6 @@ RETURN CASE p_name
         WHEN 'actor_kind' THEN ARRAY['system', 'operator', 'reconciler']
         WHEN 'result_code' THEN ARRAY['ok', 'conflict', 'invalid_transition', 'not_found', 'not_claimant', 'lease_active', 'side_effect_recorded']
         WHEN 'side_effect_role' THEN ARRAY['effect', 'reversal', 'none']
+        WHEN 'statement_line_result' THEN ARRAY['matched', 'mismatched', 'unmatched', 'duplicate', 'not_a_flow', 'pending']
+        WHEN 'evidence_source' THEN ARRAY['claimant', 'ledger', 'callback', 'lookup', 'statement', 'statement_absence', 'operator']
     END;

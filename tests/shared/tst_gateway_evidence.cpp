@@ -1,0 +1,444 @@
+// The gateway's own word decides UNKNOWN: its statement lines, its callbacks and its status
+// answers, each written by the gateway's side (idem_ledger) through the protocol functions.
+//   * A line or event is matched by exact references only (the key the client put at the gateway,
+//     the gateway reference of a recorded flow, the business object when exactly one record has
+//     it); amount and currency must agree or it is a mismatch, never a decision.
+//   * A matched side effect becomes one fund flow, whichever of callback and statement brought it
+//     first, and resolves an UNKNOWN record SUCCESS with the line as evidence.
+//   * A file is imported once (again, overlapping, or twice at the same moment), whole or not at
+//     all; a line the gateway changed since an earlier file stops the import.
+//   * Absence is evidence only in a final statement, only for a gateway that allows it, only once
+//     the settlement delay has passed, and never where money moved for the object by another route.
+#include <QtTest>
+#include <future>
+#include <thread>
+
+#include "idem/protocol_client.hpp"
+#include "login_session.hpp"
+#include "test_database.hpp"
+#include "test_requests.hpp"
+
+using namespace idem;
+
+namespace {
+
+using As = test::LoginSession;
+
+struct Line {
+  std::string lineId{};
+  long long sourceLine = 2;
+  std::string kind = "DEBIT";  // empty: not a flow
+  long long amount = 2990;
+  std::string currency = "CNY";
+  std::string key{};
+  std::string ref{};
+  std::string bizId{};
+  bool booked = true;
+  std::string bookedAt = "2026-12-01T10:00:00Z";
+};
+
+std::string toJson(const std::vector<Line>& lines) {
+  std::string out = "[";
+  for (const Line& l : lines) {
+    if (out.size() > 1) out += ",";
+    out += "{\"line_id\":\"" + l.lineId + "\",\"source_line\":" + std::to_string(l.sourceLine) +
+           ",\"category\":\"" + (l.kind.empty() ? "fee" : "charge") + "\"" +
+           (l.kind.empty() ? "" : ",\"flow_kind\":\"" + l.kind + "\"") +
+           ",\"amount_minor\":" + std::to_string(l.amount) + ",\"currency\":\"" + l.currency +
+           "\"" + (l.key.empty() ? "" : ",\"idempotency_key\":\"" + l.key + "\"") +
+           (l.ref.empty() ? "" : ",\"gateway_ref\":\"" + l.ref + "\"") +
+           (l.bizId.empty() ? "" : ",\"biz_id\":\"" + l.bizId + "\"") +
+           ",\"booked\":" + (l.booked ? "true" : "false") + ",\"booked_at\":\"" + l.bookedAt +
+           "\",\"fields\":{}}";
+  }
+  return out + "]";
+}
+
+struct Imported {
+  long long statementId = 0;
+  bool alreadyImported = false;
+  std::string sqlstate;  // the import's error, empty when it committed
+  std::string message;
+  long long resolvedFailed = 0;
+};
+
+}  // namespace
+
+class TestGatewayEvidence : public QObject {
+  Q_OBJECT
+  std::unique_ptr<test::TestDatabase> db_;
+  std::string agent_, ledger_, reconciler_;
+  int files_ = 0;
+
+  long long count(const std::string& sql) { return db_->scalar(sql); }
+  std::string field(const std::string& sql) {
+    As admin(*db_, "postgres");
+    return admin.firstField(sql);
+  }
+  std::string statusOf(const std::string& key) {
+    return field("SELECT status FROM idem.records WHERE idempotency_key = '" + key + "'");
+  }
+  std::string resultOf(const std::string& lineId) {
+    return field("SELECT result FROM idem.statement_lines WHERE line_id = '" + lineId + "'");
+  }
+
+  // The agent claims `key` for `bizId` asking `amount` CNY; its downstream acts and the answer is
+  // lost: UNKNOWN.
+  void lostAnswer(const std::string& key, const std::string& bizId, long long amount = 2990) {
+    As agent(*db_, agent_);
+    BeginRequest r = test::payRequest(key, bizId);
+    r.requestPayload = R"({"amount_minor": )" + std::to_string(amount) + R"(, "currency": "CNY"})";
+    const BeginResult b = agent.client.begin(r);
+    if (b.outcome != Outcome::Executed || !b.claimToken) qFatal("%s was not executed", key.c_str());
+    if (!agent.client.markUnknown(key, 1, "no answer within 5s", *b.claimToken).ok())
+      qFatal("mark_unknown %s", key.c_str());
+  }
+
+  // One file through the importer's three calls, in one transaction, as the gateway's login.
+  Imported import(const std::vector<Line>& lines, const std::string& sha256 = {},
+                  const std::string& gateway = "stripe", const std::string& period = {},
+                  pqxx::connection* on = nullptr) {
+    std::unique_ptr<As> own;
+    if (!on) {
+      own = std::make_unique<As>(*db_, ledger_);
+      on = &own->connection;
+    }
+    Imported out;
+    const std::string sha = sha256.empty()
+                                ? QByteArray::number(++files_).rightJustified(64, '0').toStdString()
+                                : sha256;
+    try {
+      pqxx::work tx(*on);
+      const pqxx::row o = tx.exec_params1(
+          "SELECT statement_id, already_imported FROM idem.open_statement($1, 'stripe', "
+          "'day.csv', $2)",
+          gateway, sha);
+      out.statementId = o[0].as<long long>();
+      out.alreadyImported = o[1].as<bool>();
+      if (out.alreadyImported) return out;
+      tx.exec_params("SELECT idem.add_statement_lines($1, $2::jsonb)", out.statementId,
+                     toJson(lines));
+      const std::string from = period.empty() ? "" : period.substr(0, period.find('/'));
+      const std::string to = period.empty() ? "" : period.substr(period.find('/') + 1);
+      const pqxx::row c = tx.exec_params1(
+          "SELECT resolved_failed FROM idem.close_statement($1, $2, nullif($3, '')::timestamptz, "
+          "nullif($4, '')::timestamptz, $5)",
+          out.statementId, static_cast<long long>(lines.size()), from, to, !period.empty());
+      out.resolvedFailed = c[0].as<long long>();
+      tx.commit();
+    } catch (const pqxx::sql_error& e) {
+      out.sqlstate = e.sqlstate();
+      out.message = e.what();
+    }
+    return out;
+  }
+
+  // Moves a record's creation into the past (as the superuser, past the guard triggers), so that
+  // a settlement delay can have passed.
+  void createdAgo(const std::string& key, const std::string& ago) {
+    db_->exec(
+        "SET session_replication_role = replica; UPDATE idem.records SET created_at = now() - "
+        "interval '" +
+        ago + "' WHERE idempotency_key = '" + key + "'; SET session_replication_role = origin");
+  }
+
+ private slots:
+  void initTestCase() {
+    db_ = std::make_unique<test::TestDatabase>("tst_gateway_evidence");
+    agent_ = db_->createLoginRole("agent", "idem_writer");
+    ledger_ = db_->createLoginRole("gateway", "idem_ledger");
+    reconciler_ = db_->createLoginRole("recon", "idem_reconciler");
+  }
+  void cleanupTestCase() { db_.reset(); }
+
+  void aLostAnswerIsResolvedByItsStatementLine() {
+    lostAnswer("ord-1:pay", "ord-1");
+    const Imported i = import({{.lineId = "txn_1", .key = "ord-1:pay", .ref = "ch_1"}});
+    QCOMPARE(i.sqlstate, std::string());
+    QCOMPARE(statusOf("ord-1:pay"), std::string("SUCCESS"));
+    QCOMPARE(resultOf("txn_1"), std::string("matched"));
+    // The flow is the gateway's word, under the gateway's reference; the decision names the line.
+    QCOMPARE(field("SELECT recorded_by || ' ' || external_ref || ' ' || idempotency_key FROM "
+                   "idem.fund_flows WHERE biz_id = 'ord-1'"),
+             std::string("ledger ch_1 ord-1:pay"));
+    QCOMPARE(field("SELECT actor_kind || ' ' || (evidence->>'source') || ' ' || "
+                   "(evidence->>'line_id') FROM idem.transitions WHERE idempotency_key = "
+                   "'ord-1:pay' AND to_status = 'SUCCESS'"),
+             std::string("reconciler statement txn_1"));
+  }
+
+  void aLineForAnotherAmountIsAMismatchNeverADecision() {
+    lostAnswer("ord-2:pay", "ord-2", 2990);
+    import({{.lineId = "txn_2", .amount = 3990, .key = "ord-2:pay", .ref = "ch_2" }});
+    QCOMPARE(resultOf("txn_2"), std::string("mismatched"));
+    QCOMPARE(statusOf("ord-2:pay"), std::string("UNKNOWN"));
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id = 'ord-2'"), 0LL);
+    QVERIFY(field("SELECT detail FROM idem.statement_lines WHERE line_id = 'txn_2'")
+                .find("3990 CNY and the request asked 2990") != std::string::npos);
+    // Another currency is a mismatch too.
+    lostAnswer("ord-2b:pay", "ord-2b", 2990);
+    import({{.lineId = "txn_2b", .currency = "USD", .key = "ord-2b:pay", .ref = "ch_2b" }});
+    QCOMPARE(resultOf("txn_2b"), std::string("mismatched"));
+    QCOMPARE(statusOf("ord-2b:pay"), std::string("UNKNOWN"));
+  }
+
+  void aLineForAnObjectNobodyClaimedIsUnmatched() {
+    import({{.lineId = "txn_3", .ref = "ch_3", .bizId = "never-heard-of" }});
+    QCOMPARE(resultOf("txn_3"), std::string("unmatched"));
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE external_ref = 'ch_3'"), 0LL);
+    // A fee is no business object's side effect.
+    import({{.lineId = "txn_fee", .kind = "", .amount = 30 }});
+    QCOMPARE(resultOf("txn_fee"), std::string("not_a_flow"));
+  }
+
+  void aChargeThatNeverHappenedLeavesTheRecordToAPerson() {
+    // No line for it in a statement that is not final: nothing is decided either way.
+    lostAnswer("ord-4:pay", "ord-4");
+    import({{.lineId = "txn_4_other", .ref = "ch_4x", .bizId = "someone-else" }});
+    QCOMPARE(statusOf("ord-4:pay"), std::string("UNKNOWN"));
+  }
+
+  void theBusinessObjectMatchesOnlyWhenOneRecordHasIt() {
+    As admin(*db_, "postgres");
+    admin.firstField("SELECT idem.declare_gateway('stripe', ARRAY['payment'], '3 days', false)");
+    lostAnswer("ord-5:pay", "ord-5");
+    import({{.lineId = "txn_5", .ref = "ch_5", .bizId = "ord-5" }});
+    QCOMPARE(resultOf("txn_5"), std::string("matched"));
+    QCOMPARE(statusOf("ord-5:pay"), std::string("SUCCESS"));
+    // Two records of one object (the first declared FAILED by a person, the second claimed
+    // again): the line could be either, and a person decides which.
+    lostAnswer("ord-6:pay:a", "ord-6");
+    admin.firstField(
+        "SELECT result FROM idem.settle('ord-6:pay:a', 2, 'FAILED', 'the gateway "
+        "showed nothing that day', NULL, false)");
+    lostAnswer("ord-6:pay:b", "ord-6");
+    import({{.lineId = "txn_6", .ref = "ch_6", .bizId = "ord-6" }});
+    QCOMPARE(resultOf("txn_6"), std::string("unmatched"));
+    QCOMPARE(statusOf("ord-6:pay:a"), std::string("FAILED"));
+    QCOMPARE(statusOf("ord-6:pay:b"), std::string("UNKNOWN"));
+  }
+
+  void aCallbackAndItsStatementLineAreOneFlow() {
+    lostAnswer("ord-7:pay", "ord-7");
+    As ledger(*db_, ledger_);
+    QCOMPARE(ledger.firstField("SELECT result || ' ' || record_status FROM idem.ingest_callback("
+                               "'stripe', 'evt_7', 'DEBIT', 2990, 'CNY', 'ch_7', 'ord-7:pay', "
+                               "NULL, '{}')"),
+             std::string("matched SUCCESS"));
+    // Delivered again: nothing new, the first delivery's answer.
+    QCOMPARE(ledger.firstField("SELECT already_received::text || ' ' || result FROM "
+                               "idem.ingest_callback('stripe', 'evt_7', 'DEBIT', 2990, 'CNY', "
+                               "'ch_7', 'ord-7:pay', NULL, '{}')"),
+             std::string("true matched"));
+    import({{.lineId = "txn_7", .key = "ord-7:pay", .ref = "ch_7" }});
+    QCOMPARE(resultOf("txn_7"), std::string("matched"));
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id = 'ord-7'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.gateway_events WHERE event_id = 'evt_7'"), 1LL);
+  }
+
+  void aSecondChargeOfOneObjectIsFlaggedDuplicate() {
+    lostAnswer("ord-8:pay", "ord-8");
+    import({{.lineId = "txn_8a", .key = "ord-8:pay", .ref = "ch_8a"},
+            {.lineId = "txn_8b",
+             .sourceLine = 3,
+             .key = "ord-8:pay",
+             .ref = "ch_8b" }});
+    QCOMPARE(resultOf("txn_8a"), std::string("matched"));
+    QCOMPARE(resultOf("txn_8b"), std::string("duplicate"));
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id = 'ord-8' AND duplicate_of "
+                   "IS NOT NULL"),
+             1LL);
+  }
+
+  void aFileIsImportedOnceAndOverlapsChangeNothing() {
+    lostAnswer("ord-9:pay", "ord-9");
+    const std::string sha(64, 'e');
+    const std::vector<Line> day = {{.lineId = "txn_9", .key = "ord-9:pay", .ref = "ch_9"},
+                                   {.lineId = "txn_9f", .sourceLine = 3, .kind = "", .amount = 9}};
+    const Imported first = import(day, sha);
+    QVERIFY(!first.alreadyImported);
+    const long long flows = count("SELECT count(*) FROM idem.fund_flows");
+    const long long transitions = count("SELECT count(*) FROM idem.transitions");
+    const Imported again = import(day, sha);
+    QVERIFY(again.alreadyImported);
+    QCOMPARE(again.statementId, first.statementId);
+    // Another file repeating both lines and adding one: only the new one is new.
+    std::vector<Line> wider = day;
+    wider.push_back({.lineId = "txn_9n", .sourceLine = 4, .kind = "", .amount = 7});
+    const Imported overlap = import(wider);
+    QCOMPARE(overlap.sqlstate, std::string());
+    QCOMPARE(count("SELECT new_lines FROM idem.statements WHERE id = " +
+                   std::to_string(overlap.statementId)),
+             1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows"), flows);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions"), transitions);
+    QCOMPARE(count("SELECT count(*) FROM idem.statement_lines WHERE line_id LIKE 'txn_9%'"), 3LL);
+  }
+
+  void concurrentImportsOfOneFileImportItOnce() {
+    lostAnswer("ord-10:pay", "ord-10");
+    const std::string sha(64, 'c');
+    const std::vector<Line> day = {{.lineId = "txn_10", .key = "ord-10:pay", .ref = "ch_10"}};
+    // Both open the same file at once; the second waits on the first's unique entry.
+    As a(*db_, ledger_);
+    As b(*db_, ledger_);
+    pqxx::work first(a.connection);
+    const pqxx::row opened = first.exec_params1(
+        "SELECT statement_id, already_imported FROM idem.open_statement('stripe', 'stripe', "
+        "'day.csv', $1)",
+        sha);
+    QVERIFY(!opened[1].as<bool>());
+    auto second = std::async(std::launch::async,
+                             [&] { return import(day, sha, "stripe", {}, &b.connection); });
+    QVERIFY(second.wait_for(std::chrono::milliseconds(500)) == std::future_status::timeout);
+    first.exec_params("SELECT idem.add_statement_lines($1, $2::jsonb)", opened[0].as<long long>(),
+                      toJson(day));
+    first.exec_params("SELECT * FROM idem.close_statement($1, 1, NULL, NULL, false)",
+                      opened[0].as<long long>());
+    first.commit();
+    const Imported other = second.get();
+    QVERIFY(other.alreadyImported);
+    QCOMPARE(other.statementId, opened[0].as<long long>());
+    QCOMPARE(count("SELECT count(*) FROM idem.statements WHERE file_sha256 = '" + sha + "'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id = 'ord-10'"), 1LL);
+  }
+
+  void aLineChangedSinceAnEarlierFileStopsTheWholeImport() {
+    import({{.lineId = "txn_11", .kind = "", .amount = 100 }});
+    const long long statements = count("SELECT count(*) FROM idem.statements");
+    const Imported changed =
+        import({{.lineId = "txn_11b", .kind = "", .amount = 5},
+                {.lineId = "txn_11", .sourceLine = 3, .kind = "", .amount = 101}});
+    QCOMPARE(changed.sqlstate, std::string("23505"));
+    QVERIFY2(changed.message.find("line 3: line id 'txn_11' was imported from statement") !=
+                 std::string::npos,
+             changed.message.c_str());
+    QCOMPARE(count("SELECT count(*) FROM idem.statements"), statements);
+    QCOMPARE(count("SELECT count(*) FROM idem.statement_lines WHERE line_id = 'txn_11b'"), 0LL);
+    // The same id twice in one file is named by both lines.
+    const Imported twice = import({{.lineId = "txn_12", .kind = "", .amount = 1},
+                                   {.lineId = "txn_12", .sourceLine = 5, .kind = "", .amount = 1}});
+    QCOMPARE(twice.sqlstate, std::string("23505"));
+    QVERIFY2(twice.message.find("line 5: line id 'txn_12' repeats line 2") != std::string::npos,
+             twice.message.c_str());
+  }
+
+  void aPendingEntryDecidesOnlyOnceBooked() {
+    lostAnswer("ord-13:pay", "ord-13");
+    import({{.lineId = "ntry_13", .key = "ord-13:pay", .ref = "ref_13", .booked = false }});
+    QCOMPARE(resultOf("ntry_13"), std::string("pending"));
+    QCOMPARE(statusOf("ord-13:pay"), std::string("UNKNOWN"));
+    import({{.lineId = "ntry_13", .key = "ord-13:pay", .ref = "ref_13", .booked = true }});
+    QCOMPARE(resultOf("ntry_13"), std::string("matched"));
+    QCOMPARE(statusOf("ord-13:pay"), std::string("SUCCESS"));
+  }
+
+  void absenceIsEvidenceOnlyInAFinalStatementWhereAllowed() {
+    As admin(*db_, "postgres");
+    admin.firstField("SELECT idem.declare_gateway('wallet', ARRAY['payment'], '1 day', false)");
+    lostAnswer("ord-14:pay", "ord-14");  // never charged: no line anywhere
+    createdAgo("ord-14:pay", "3 days");
+    lostAnswer("ord-15:pay", "ord-15");  // too recent: the delay has not passed
+    lostAnswer("ord-16:pay", "ord-16");  // money moved for it by another route
+    createdAgo("ord-16:pay", "3 days");
+    As ledger(*db_, ledger_);
+    ledger.firstField(
+        "SELECT * FROM idem.record_fund_flow('payment', 'ord-16', 'FREEZE', 2990, "
+        "'CNY', 'hold-16', NULL)");
+    const std::string lastFiveDays = [&] {
+      return field("SELECT (now() - interval '5 days')::text") + "/" +
+             field("SELECT (now() + interval '1 day')::text");
+    }();
+    // Not enabled: a final statement's silence decides nothing.
+    import({{.lineId = "w_1", .kind = "", .amount = 1 }}, {}, "wallet", lastFiveDays);
+    QCOMPARE(statusOf("ord-14:pay"), std::string("UNKNOWN"));
+    // Enabled, but the statement is not final: nothing.
+    admin.firstField("SELECT idem.declare_gateway('wallet', ARRAY['payment'], '1 day', true)");
+    import({{.lineId = "w_2", .kind = "", .amount = 1 }}, {}, "wallet");
+    QCOMPARE(statusOf("ord-14:pay"), std::string("UNKNOWN"));
+    // Enabled and final: the never-charged record is FAILED with the statement as evidence, and
+    // the other two stay for a person or a later pass.
+    const Imported final =
+        import({{.lineId = "w_3", .kind = "", .amount = 1}}, {}, "wallet", lastFiveDays);
+    QCOMPARE(final.resolvedFailed, 1LL);
+    QCOMPARE(statusOf("ord-14:pay"), std::string("FAILED"));
+    QCOMPARE(field("SELECT evidence->>'source' FROM idem.transitions WHERE idempotency_key = "
+                   "'ord-14:pay' AND to_status = 'FAILED'"),
+             std::string("statement_absence"));
+    QCOMPARE(statusOf("ord-15:pay"), std::string("UNKNOWN"));
+    QCOMPARE(statusOf("ord-16:pay"), std::string("UNKNOWN"));
+    // Another gateway's final statement says nothing about this one's records.
+    admin.firstField("SELECT idem.declare_gateway('bank', ARRAY['refund'], '1 day', true)");
+    lostAnswer("ord-17:pay", "ord-17");
+    createdAgo("ord-17:pay", "3 days");
+    import({{.lineId = "b_1", .kind = "", .amount = 1 }}, {}, "bank", lastFiveDays);
+    QCOMPARE(statusOf("ord-17:pay"), std::string("UNKNOWN"));
+  }
+
+  void aLineArrivingDuringALiveLeaseDecidesOnTheReconcilersPass() {
+    As agent(*db_, agent_);
+    BeginRequest r = test::payRequest("ord-18:pay", "ord-18", "payment", std::chrono::seconds(1));
+    r.requestPayload = R"({"amount_minor": 2990, "currency": "CNY"})";
+    QVERIFY(agent.client.begin(r).outcome == Outcome::Executed);
+    import({{.lineId = "txn_18", .key = "ord-18:pay", .ref = "ch_18" }});
+    QCOMPARE(resultOf("txn_18"), std::string("matched"));
+    QCOMPARE(statusOf("ord-18:pay"), std::string("PROCESSING"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    As recon(*db_, reconciler_);
+    QCOMPARE(recon.firstField("SELECT resolved_success FROM idem.resolve_from_gateway_evidence()"),
+             std::string("1"));
+    QCOMPARE(statusOf("ord-18:pay"), std::string("SUCCESS"));
+  }
+
+  void aStatusAnswerDecidesOnlyWhenItKnows() {
+    As ledger(*db_, ledger_);
+    lostAnswer("ord-19:pay", "ord-19");
+    QCOMPARE(ledger.firstField("SELECT result FROM idem.record_lookup_answer('stripe', "
+                               "'ord-19:pay', 'q-19-1', NULL, NULL, NULL, NULL, NULL, '{}')"),
+             std::string("pending"));
+    QCOMPARE(statusOf("ord-19:pay"), std::string("UNKNOWN"));
+    QCOMPARE(ledger.firstField("SELECT record_status FROM idem.record_lookup_answer('stripe', "
+                               "'ord-19:pay', 'q-19-2', false, NULL, NULL, NULL, NULL, '{}')"),
+             std::string("FAILED"));
+    // A gateway that answers with another amount is a mismatch, not a decision.
+    lostAnswer("ord-20:pay", "ord-20");
+    QCOMPARE(ledger.firstField("SELECT result || ' ' || record_status FROM "
+                               "idem.record_lookup_answer('stripe', 'ord-20:pay', 'q-20', true, "
+                               "'DEBIT', 1, 'CNY', 'ch_20', '{}')"),
+             std::string("mismatched UNKNOWN"));
+    // "It did not happen" never overrides a ledger that says it did.
+    lostAnswer("ord-21:pay", "ord-21");
+    ledger.firstField(
+        "SELECT * FROM idem.record_fund_flow('payment', 'ord-21', 'DEBIT', 2990, "
+        "'CNY', 'ch_21', 'ord-21:pay')");
+    QCOMPARE(ledger.firstField("SELECT record_status FROM idem.record_lookup_answer('stripe', "
+                               "'ord-21:pay', 'q-21', false, NULL, NULL, NULL, NULL, '{}')"),
+             std::string("UNKNOWN"));
+    QVERIFY(field("SELECT detail FROM idem.gateway_events WHERE event_id = 'q-21'")
+                .find("side_effect_recorded") != std::string::npos);
+  }
+
+  void onlyTheGatewaysSideWritesItsEvidence() {
+    As agent(*db_, agent_);
+    QCOMPARE(agent.sqlstateOf("SELECT * FROM idem.open_statement('stripe', 'stripe', 'x', '" +
+                              std::string(64, 'f') + "')"),
+             std::string("42501"));
+    QCOMPARE(agent.sqlstateOf("SELECT * FROM idem.ingest_callback('stripe', 'evt_x', 'DEBIT', 1, "
+                              "'CNY', 'ch_x', 'k', NULL, '{}')"),
+             std::string("42501"));
+    As ledger(*db_, ledger_);
+    QCOMPARE(ledger.sqlstateOf("INSERT INTO idem.statement_lines (gateway, line_id, statement_id, "
+                               "source_line, category, amount_minor, currency, booked, fields, "
+                               "result) VALUES ('stripe', 'forged', 1, 1, 'charge', 1, 'CNY', "
+                               "true, '{}', 'matched')"),
+             std::string("42501"));
+    QCOMPARE(ledger.sqlstateOf("SELECT idem.declare_gateway('stripe', ARRAY['payment'], "
+                               "'0', true)"),
+             std::string("42501"));
+    // Lines go only into a statement this very transaction opened.
+    QCOMPARE(ledger.sqlstateOf("SELECT idem.add_statement_lines(1, '[]')"), std::string("22023"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestGatewayEvidence)
+#include "tst_gateway_evidence.moc"
