@@ -143,16 +143,23 @@ class TestIdemctl : public QObject {
     const std::string usage = R"(usage: idemctl COMMAND [flags]
 
 commands:
-  migrate        apply the idem schema migrations to a database
-  simulate       run simulated agent traffic through the protocol
-  settle KEY     settle a stuck record to SUCCESS or FAILED, or correct FAILED to SUCCESS
-                 (operators)
-  reconcile      resolve to SUCCESS the stuck records whose own key shows money moved, once or
-                 every --every (reconcilers)
-  expire-leases  turn PROCESSING records past their lease into UNKNOWN
-  purge          delete settled records older than a given age, leaving tombstones of their keys
-  help           this text; `idemctl COMMAND --help` describes a command's flags
-  version        print the version
+  migrate                apply the idem schema migrations to a database
+  simulate               run simulated agent traffic through the protocol
+  settle KEY             settle a stuck record to SUCCESS or FAILED, or correct FAILED to
+                         SUCCESS (operators)
+  reconcile              resolve the stuck records the ledger or the gateway's word decides,
+                         once or every --every (reconcilers)
+  import-statement FILE  import a gateway's statement (stripe, camt.053/054, adyen, csv) once;
+                         its lines decide the UNKNOWN records they match (idem_ledger)
+  ingest-callback        record a gateway's webhook event once; it decides the UNKNOWN record
+                         it reports (idem_ledger)
+  declare-gateway NAME   declare what a gateway carries, its settlement delay, and whether
+                         its final statements' silence is evidence (owner)
+  expire-leases          turn PROCESSING records past their lease into UNKNOWN
+  purge                  delete settled records older than a given age, leaving tombstones
+                         of their keys
+  help                   this text; `idemctl COMMAND --help` describes a command's flags
+  version                print the version
 
 The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (PGHOST, ...).
 )";

@@ -29,19 +29,25 @@ const CommandRegistration* findCommand(const std::string& name) {
 
 // One line per command, its description in a column; "help" and "version" are run() itself.
 std::string usageText() {
-  constexpr std::size_t kNameWidth = 13;
-  const std::string indent(2 + kNameWidth + 2, ' ');
+  // The names line up in one column as wide as the longest, so every summary starts together.
+  std::size_t width = std::string("version").size();
+  for (const CommandRegistration* r : registeredCommands()) {
+    width = std::max(width, r->name.size() + (r->arguments.empty() ? 0 : r->arguments.size() + 1));
+  }
+  const std::string indent(2 + width + 2, ' ');
+  const auto entry = [&](std::string name, const std::string& summary) {
+    name.resize(width, ' ');
+    std::string text;
+    for (const char c : summary) text += c == '\n' ? "\n" + indent : std::string(1, c);
+    return "  " + name + "  " + text + "\n";
+  };
   std::string commands;
   for (const CommandRegistration* r : registeredCommands()) {
-    std::string name = r->arguments.empty() ? r->name : r->name + " " + r->arguments;
-    name.resize(std::max(name.size(), kNameWidth), ' ');
-    std::string summary;
-    for (const char c : r->summary) summary += c == '\n' ? "\n" + indent : std::string(1, c);
-    commands += "  " + name + "  " + summary + "\n";
+    commands += entry(r->arguments.empty() ? r->name : r->name + " " + r->arguments, r->summary);
   }
   return "usage: idemctl COMMAND [flags]\n\ncommands:\n" + commands +
-         "  help           this text; `idemctl COMMAND --help` describes a command's flags\n"
-         "  version        print the version\n"
+         entry("help", "this text; `idemctl COMMAND --help` describes a command's flags") +
+         entry("version", "print the version") +
          "\n"
          "The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (PGHOST, "
          "...).\n";

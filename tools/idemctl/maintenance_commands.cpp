@@ -64,7 +64,8 @@ int runPurge(const std::vector<std::string>& args, Streams streams,
                      .run = runExpireLeases});
 [[maybe_unused]] const bool purgeRegistered = registerCommand(
     {.name = "purge",
-     .summary = "delete settled records older than a given age, leaving tombstones of their keys",
+     .summary = "delete settled records older than a given age, leaving tombstones\n"
+                "of their keys",
      .order = 60,
      .run = runPurge});
 

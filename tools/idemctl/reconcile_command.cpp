@@ -1,6 +1,9 @@
 // `idemctl reconcile`: the reconciliation fuse of the seeds, run from cron or as a service. Each
 // round calls idem.reconcile(), which resolves to SUCCESS every stuck record whose own key has a
-// DEBIT or CAPTURE flow, and prints what it resolved. It never decides FAILED: that takes a person.
+// flow of its side effect, then idem.resolve_from_gateway_evidence(), which decides from what the
+// gateway said (a statement line or callback that arrived during a live lease; the silence of
+// final statements, for a gateway that allows it), and prints what it resolved. Without such a
+// gateway it never decides FAILED: that takes a person.
 #include <ctime>
 #include <ostream>
 #include <pqxx/pqxx>
@@ -17,11 +20,13 @@ namespace idem::ctl {
 namespace {
 
 constexpr const char* kReconcile = "SELECT idem.reconcile()";
+constexpr const char* kGatewayEvidence =
+    "SELECT resolved_success, resolved_failed FROM idem.resolve_from_gateway_evidence()";
 
 // The records this round resolved: transitions written by this very transaction (its xid), which
 // began no earlier than now(), so the BRIN index on created_at keeps the scan to the newest rows.
 constexpr const char* kResolvedKeys =
-    "SELECT idempotency_key, from_status FROM idem.transitions "
+    "SELECT idempotency_key, from_status, to_status FROM idem.transitions "
     "WHERE created_at >= now() AND actor_kind = 'reconciler' "
     "AND xmin::text::bigint = pg_current_xact_id()::text::bigint % 4294967296 "
     "ORDER BY id LIMIT $1";
@@ -39,7 +44,8 @@ std::string nowUtc() {
 }
 
 struct Round {
-  int resolved = 0;
+  int resolved = 0;               // to SUCCESS
+  int failed = 0;                 // to FAILED, from the silence of final statements
   std::vector<std::string> keys;  // "KEY (from UNKNOWN)"
 };
 
@@ -48,9 +54,14 @@ Round reconcileOnce(pqxx::connection& connection) {
     Work tx(connection);
     Round out;
     out.resolved = tx.exec1(kReconcile)[0].as<int>();
-    if (out.resolved > 0) {
+    const pqxx::row gateway = tx.exec1(kGatewayEvidence);
+    out.resolved += gateway[0].as<int>();
+    out.failed = gateway[1].as<int>();
+    if (out.resolved + out.failed > 0) {
       for (const pqxx::row& r : tx.exec_params(kResolvedKeys, kKeysShown)) {
-        out.keys.push_back(std::string(r[0].c_str()) + " (from " + r[1].c_str() + ")");
+        const std::string to = r[2].c_str();
+        out.keys.push_back(std::string(r[0].c_str()) + " (from " + r[1].c_str() +
+                           (to == "SUCCESS" ? "" : " to " + to) + ")");
       }
     }
     tx.commit();
@@ -60,11 +71,13 @@ Round reconcileOnce(pqxx::connection& connection) {
 
 void print(std::ostream& out, const Round& round) {
   out << nowUtc() << " reconcile: resolved " << round.resolved << " record(s) to SUCCESS";
+  if (round.failed > 0) out << " and " << round.failed << " to FAILED";
   for (std::size_t i = 0; i < round.keys.size(); ++i)
     out << (i == 0 ? ": " : ", ") << round.keys[i];
-  if (round.resolved > static_cast<int>(round.keys.size())) {
-    out << (round.keys.empty() ? "" : ", ") << "and "
-        << round.resolved - static_cast<int>(round.keys.size()) << " more";
+  const int total = round.resolved + round.failed;
+  if (total > static_cast<int>(round.keys.size())) {
+    out << (round.keys.empty() ? "" : ", ") << "and " << total - static_cast<int>(round.keys.size())
+        << " more";
   }
   out << "\n" << std::flush;
 }
@@ -134,8 +147,8 @@ int runReconcile(const std::vector<std::string>& args, Streams streams,
 
 [[maybe_unused]] const bool registered = registerCommand(
     {.name = "reconcile",
-     .summary = "resolve to SUCCESS the stuck records whose own key shows money moved, once or\n"
-                "every --every (reconcilers)",
+     .summary = "resolve the stuck records the ledger or the gateway's word decides,\n"
+                "once or every --every (reconcilers)",
      .order = 40,
      .run = runReconcile});
 

@@ -134,13 +134,13 @@ int runSettle(const std::vector<std::string>& args, Streams streams,
   return code < 0 ? kFailed : code;
 }
 
-[[maybe_unused]] const bool registered = registerCommand(
-    {.name = "settle",
-     .arguments = "KEY",
-     .summary = "settle a stuck record to SUCCESS or FAILED, or correct FAILED to SUCCESS\n"
-                "(operators)",
-     .order = 30,
-     .run = runSettle});
+[[maybe_unused]] const bool registered =
+    registerCommand({.name = "settle",
+                     .arguments = "KEY",
+                     .summary = "settle a stuck record to SUCCESS or FAILED, or correct FAILED to\n"
+                                "SUCCESS (operators)",
+                     .order = 30,
+                     .run = runSettle});
 
 }  // namespace
 
