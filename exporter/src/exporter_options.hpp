@@ -47,6 +47,9 @@ struct ExporterOptions {
   // Distinct currency label values kept (ISO 4217 codes, first come first kept); any other
   // currency is published as currency="other".
   std::size_t maxCurrencies = 20;
+  // Distinct gateway label values kept (first come first kept); further gateways count as
+  // gateway="other".
+  std::size_t maxGateways = 20;
 
   // Ids below the high-water mark whose rows are not visible yet, per table (see
   // incremental_reader.hpp). At this many ranges of ids awaiting their rows, new rows wait.

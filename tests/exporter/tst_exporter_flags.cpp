@@ -199,9 +199,9 @@ class TestExporterFlags : public QObject {
   void collectorsRegisterThemselves() {
     std::vector<std::string> names;
     for (const CollectorRegistration* r : registeredCollectors()) names.push_back(r->name);
-    QCOMPARE(names,
-             (std::vector<std::string>{"unsettled_records", "requests", "fund_flows", "transitions",
-                                       "reconciliation", "overcharges", "probe"}));
+    QCOMPARE(names, (std::vector<std::string>{"unsettled_records", "requests", "fund_flows",
+                                              "transitions", "reconciliation", "overcharges",
+                                              "gateway_evidence", "probe"}));
   }
 
   void noCollectorRemovesItsFamiliesFromTheScrape() {

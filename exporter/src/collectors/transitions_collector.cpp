@@ -12,8 +12,28 @@
 namespace idem::exporter {
 namespace {
 
-// The columns take() reads after id and created_at.
-constexpr const char* kColumns = "coalesce(from_status, 'none'), to_status, actor_kind";
+// The columns take() reads after id and created_at; the last, what decided an UNKNOWN record (the
+// evidence's source, for the reconciler's decisions).
+constexpr const char* kColumns =
+    "coalesce(from_status, 'none'), to_status, actor_kind, coalesce(evidence->>'source', '')";
+
+// Who decided an UNKNOWN record: the claimant's late answer, a person, or the reconciler from the
+// evidence it names (a flow under the key when it names none: idem.reconcile).
+std::optional<EvidenceSource> deciderOf(ActorKind actor, const char* source) {
+  switch (actor) {
+    case ActorKind::System:
+      return EvidenceSource::Claimant;
+    case ActorKind::Operator:
+      return EvidenceSource::Operator;
+    case ActorKind::Reconciler: {
+      const auto named = tryParse<EvidenceSource>(source);
+      if (named && *named != EvidenceSource::Claimant && *named != EvidenceSource::Operator)
+        return named;
+      return EvidenceSource::Ledger;
+    }
+  }
+  return std::nullopt;
+}
 
 // The state machine, from the database that enforces it: every (from, to, actor_kind) of the
 // vocabulary that idem.transition_allowed accepts ($1 holds NULL, a record's creation).
@@ -58,6 +78,11 @@ void TransitionsCollector::take(const pqxx::row& row, RowOrigin origin) {
     return;
   }
   ++counts_[TransitionCells::index(from, *to, *actor)];
+  if (from == FromStatus(RecordStatus::Unknown) &&
+      (*to == RecordStatus::Success || *to == RecordStatus::Failed)) {
+    if (const auto by = deciderOf(*actor, row[5].c_str()))
+      ++unknownResolved_[static_cast<std::size_t>(*by)];
+  }
 }
 
 // Once per session: the series of the allowed transitions exist from the first scrape. A database
@@ -93,6 +118,7 @@ void TransitionsCollector::update(pqxx::connection& connection) {
       [this] {
         std::lock_guard lock(mutex_);
         published_ = counts_;
+        publishedUnknownResolved_ = unknownResolved_;
       });
 }
 
@@ -102,13 +128,26 @@ void TransitionsCollector::collect(std::vector<prometheus::MetricFamily>& out) c
                            "exporter started, as of the last collection; from=\"none\" is a "
                            "record's creation.",
                            prometheus::MetricType::Counter);
+  auto resolved = makeFamily("idempotency_unknown_resolved_total",
+                             "UNKNOWN records decided (SUCCESS or FAILED) since the exporter "
+                             "started, by what decided them: the claimant's late answer, the "
+                             "ledger (idem.reconcile), the gateway's callback, status lookup, "
+                             "statement line or final statements' silence, or an operator.",
+                             prometheus::MetricType::Counter);
   Cells cells;
   Shown shown;
+  Deciders deciders;
   {
     std::lock_guard lock(mutex_);
     cells = published_;
     shown = shownFromStart_;
+    deciders = publishedUnknownResolved_;
   }
+  for (EvidenceSource by : allValues<EvidenceSource>()) {
+    addSample(resolved, {{"by", std::string(format(by))}},
+              static_cast<double>(deciders[static_cast<std::size_t>(by)]));
+  }
+  out.push_back(std::move(resolved));
   for (std::size_t f = 0; f < TransitionCells::kFrom; ++f) {
     const FromStatus from = TransitionCells::fromOf(f);
     for (RecordStatus to : allValues<RecordStatus>()) {

@@ -3,7 +3,8 @@
 // record's creation. The series of the transitions the state machine allows
 // (idem.transition_allowed, read from the database once per session) exist from the first scrape;
 // any other combination the history holds (a version-1 record's UNKNOWN -> FAILED by the system,
-// say) appears when counted.
+// say) appears when counted. And idempotency_unknown_resolved_total{by}: the UNKNOWN records
+// decided, by what decided them (the evidence's source).
 #pragma once
 
 #include <array>
@@ -27,14 +28,17 @@ class TransitionsCollector : public Collector {
   using Cells = std::array<std::uint64_t, TransitionCells::kCount>;
 
   using Shown = std::array<bool, TransitionCells::kCount>;
+  using Deciders = std::array<std::uint64_t, allValues<EvidenceSource>().size()>;
 
   void readStateMachine(pqxx::connection& connection);
   void take(const pqxx::row& row, RowOrigin origin);
 
   IncrementalReader reader_;
-  Cells counts_{};  // collection thread only
+  Cells counts_{};              // collection thread only
+  Deciders unknownResolved_{};  // collection thread only
   mutable std::mutex mutex_;
   Cells published_{};
+  Deciders publishedUnknownResolved_{};
   Shown shownFromStart_{};       // grows only: a series once shown stays
   int stateMachineSession_ = 0;  // the backend pid the state machine was read in; collection thread
 };
