@@ -23,9 +23,19 @@ from .errors import (
     Unavailable,
 )
 from .guard import Guard, GuardedTool, ToolSpec
-from .keys import stable_key
-from .protocol import AsyncProtocol, BeginResult, ChangeResult, Claim, Protocol, ProtocolMisuse
-from .vocabulary import Outcome, RecordStatus, ResultCode, TriggerSource
+from .gateway_refs import adyen_merchant_reference, sepa_end_to_end_id, stripe_metadata
+from .keys import compact_key, stable_key
+from .protocol import (
+    AsyncProtocol,
+    BeginResult,
+    CallbackResult,
+    ChangeResult,
+    Claim,
+    Protocol,
+    ProtocolMisuse,
+    ingest_callback,
+)
+from .vocabulary import FundFlowKind, Outcome, RecordStatus, ResultCode, StatementLineResult, TriggerSource
 
 __version__ = "0.1.0"
 

@@ -10,13 +10,25 @@ The key is readable (operators search for it in the admin app): `biz_type/biz_id
 each part with `%`, `/` and `:` percent-escaped so that two different triples can never produce one
 key. A key that would pass the schema's 255 characters keeps a readable prefix and ends in the
 SHA-256 of the full form.
+
+`compact_key` is the same intent's key for a gateway field that takes fewer characters than the
+schema (SEPA's EndToEndId: 35 of a small character set): the record is claimed under it, and the
+same string goes to the gateway (`idemwatch.gateway_refs`), whose statements and callbacks then
+name the record exactly.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 
 MAX_KEY_LENGTH = 255
+# compact_key: SEPA's EndToEndId, the shortest field a key goes into, takes 35 characters.
+COMPACT_KEY_LENGTH = 35
+_COMPACT_DIGEST_LENGTH = 20  # hex characters of the SHA-256: 80 bits
+_COMPACT_PREFIX_LENGTH = COMPACT_KEY_LENGTH - _COMPACT_DIGEST_LENGTH - 1
+# A stable key of these characters only (one `/`, never first or last) is in SEPA's set as it is.
+_COMPACT_AS_IS = re.compile(r"[A-Za-z0-9/:.-]+")
 
 
 def _escape(part: str) -> str:
@@ -39,3 +51,22 @@ def stable_key(biz_type: str, biz_id: str, tool: str, attempt: int = 1) -> str:
         return key
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
     return f"{key[: MAX_KEY_LENGTH - len(digest) - 1]}~{digest}"
+
+
+def compact_key(biz_type: str, biz_id: str, tool: str, attempt: int = 1) -> str:
+    """The key of one business intent in at most 35 characters of SEPA's character set, so that it
+    fits every field a gateway keeps it in (SEPA's EndToEndId, Adyen's merchant reference, Stripe's
+    metadata); the same inputs give the same key, every time, in both clients.
+
+    It is `stable_key(...)` itself when that fits (`payment/order-42:pay:1`); else the stable key's
+    start, its runs of other characters written `-` (14 characters at most), a `.` and the first 20
+    hex characters of the SHA-256 of the stable key (`payment-3f2a9c.` + 20 hex). The two forms never
+    meet: a stable key always has `:`, the digest form never. Claim the record under this key and
+    give the gateway this same string.
+    """
+    key = stable_key(biz_type, biz_id, tool, attempt)
+    if len(key) <= COMPACT_KEY_LENGTH and _COMPACT_AS_IS.fullmatch(key):
+        return key
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:_COMPACT_DIGEST_LENGTH]
+    prefix = re.sub(r"[^A-Za-z0-9]+", "-", key).strip("-")[:_COMPACT_PREFIX_LENGTH].rstrip("-")
+    return f"{prefix or 'key'}.{digest}"

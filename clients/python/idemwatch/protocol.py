@@ -18,6 +18,7 @@ import datetime
 import functools
 import inspect
 import random
+import re
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generic, Optional, TypeVar
@@ -26,7 +27,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
-from .vocabulary import Outcome, RecordStatus, ResultCode, TriggerSource
+from .vocabulary import FundFlowKind, Outcome, RecordStatus, ResultCode, StatementLineResult, TriggerSource
 
 if TYPE_CHECKING:
     if sys.version_info >= (3, 10):
@@ -59,8 +60,17 @@ RECORD_CLAIMANT_FLOW_SQL = (
     "SELECT flow_id, is_duplicate FROM idem.record_fund_flow("
     "%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::text, %s::text, %s::uuid)"
 )
+# The gateway's callback (a webhook event), on a login granted idem_ledger.
+INGEST_CALLBACK_SQL = (
+    "SELECT result, record_key, flow_id, record_status, already_received FROM idem.ingest_callback("
+    "%s::text, %s::text, %s::text, %s::bigint, %s::text, %s::text, %s::text, %s::text, %s::jsonb)"
+)
 
 DEFAULT_LEASE = datetime.timedelta(seconds=30)
+# The schema's bounds of a flow's amount and of a gateway's name (idem.check_fund_flow, idem.gateways).
+MAX_AMOUNT_MINOR = 999_999_999_999_999
+_GATEWAY = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_CURRENCY = re.compile(r"[A-Z]{3}")
 
 
 class ProtocolMisuse(RuntimeError):
@@ -96,6 +106,21 @@ class ChangeResult:
         return self.result is ResultCode.OK
 
 
+@dataclasses.dataclass(frozen=True)
+class CallbackResult:
+    """What idem.ingest_callback found for a gateway's event, the same on every re-delivery."""
+
+    result: StatementLineResult  # matched, mismatched (a person decides), unmatched or duplicate
+    record_key: Optional[str]  # the record the event names, when one does
+    flow_id: Optional[int]  # the ledger's flow of the side effect, when matched
+    record_status: Optional[RecordStatus]  # the record's status now (SUCCESS once a match resolved it)
+    already_received: bool  # a re-delivery: nothing was done again
+
+    @property
+    def matched(self) -> bool:
+        return self.result is StatementLineResult.MATCHED
+
+
 def _status(text: Optional[str]) -> Optional[RecordStatus]:
     return None if text is None else RecordStatus(text)
 
@@ -110,6 +135,64 @@ def _change_result(row: tuple) -> ChangeResult:
 
 def _flow_result(row: tuple) -> tuple[int, bool]:
     return int(row[0]), bool(row[1])
+
+
+def _callback_result(row: tuple) -> CallbackResult:
+    flow_id = None if row[2] is None else int(row[2])
+    return CallbackResult(StatementLineResult(row[0]), row[1], flow_id, _status(row[3]), bool(row[4]))
+
+
+def _text(name: str, value: Any, limit: int = 255, required: bool = True) -> Optional[str]:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > limit:
+        shown = f"{len(value)} characters" if isinstance(value, str) and len(value) > limit else repr(value)
+        need = f"a non-blank string of at most {limit} characters" + ("" if required else ", or None")
+        raise ValueError(f"ingest_callback: {name} must be {need}, got {shown}")
+    return value
+
+
+def _callback_params(
+    gateway: Any,
+    event_id: Any,
+    kind: Any,
+    amount_minor: Any,
+    currency: Any,
+    gateway_ref: Any,
+    idempotency_key: Any,
+    biz_id: Any,
+    payload: Any,
+) -> tuple:
+    """The arguments of idem.ingest_callback, checked before anything reaches the database."""
+    if not isinstance(gateway, str) or not _GATEWAY.fullmatch(gateway):
+        raise ValueError(f"ingest_callback: gateway must be 1 to 64 characters of A-Z a-z 0-9 _ . -, got {gateway!r}")
+    _text("event_id (the gateway's id of the event: a re-delivery is known by it)", event_id)
+    try:
+        flow_kind = FundFlowKind(kind)
+    except ValueError:
+        kinds = ", ".join(k.value for k in FundFlowKind)
+        raise ValueError(f"ingest_callback: kind must be a fund flow kind ({kinds}), got {kind!r}") from None
+    if isinstance(amount_minor, bool) or not isinstance(amount_minor, int) or not 0 <= amount_minor <= MAX_AMOUNT_MINOR:
+        raise ValueError(
+            f"ingest_callback: amount_minor must be an integer number of minor units from 0 to {MAX_AMOUNT_MINOR}"
+            f" (the gateway's gross amount, never negative: the kind is the direction), got {amount_minor!r}"
+        )
+    if not isinstance(currency, str) or not _CURRENCY.fullmatch(currency):
+        raise ValueError(f"ingest_callback: currency must be three capital letters (ISO 4217, e.g. EUR), got {currency!r}")
+    _text("gateway_ref (the gateway's reference of the side effect: the charge id, not the event id)", gateway_ref)
+    _text("idempotency_key", idempotency_key, required=False)
+    _text("biz_id", biz_id, required=False)
+    return (
+        gateway,
+        event_id,
+        flow_kind.value,
+        amount_minor,
+        currency,
+        gateway_ref,
+        idempotency_key,
+        biz_id,
+        None if payload is None else Jsonb(payload),
+    )
 
 
 @dataclasses.dataclass
@@ -179,6 +262,31 @@ class _Calls:
         if claim_token is None:
             return _Statement(RECORD_FUND_FLOW_SQL, params, _flow_result)
         return _Statement(RECORD_CLAIMANT_FLOW_SQL, params + (claim_token,), _flow_result)
+
+    @staticmethod
+    def ingest_callback(
+        *,
+        gateway: str,
+        event_id: str,
+        kind: FundFlowKind,
+        amount_minor: int,
+        currency: str,
+        gateway_ref: str,
+        idempotency_key: Optional[str] = None,
+        biz_id: Optional[str] = None,
+        payload: Any = None,
+    ) -> _Statement[CallbackResult]:
+        """The gateway's callback (a webhook event), on a login granted idem_ledger: matched to its
+        record by `idempotency_key` (the key the client gave the gateway), else by `gateway_ref`,
+        else by `biz_id`. Matched, its flow enters the ledger under `gateway_ref` (the charge's or
+        refund's id, never the event's: the statement line of the same side effect is then the same
+        flow) and an UNKNOWN record is resolved SUCCESS. Once per `event_id`: a re-delivery changes
+        nothing and returns what the first delivery found (`already_received`). Arguments are
+        checked first (ValueError, nothing sent); `payload` is the event as received (JSON)."""
+        params = _callback_params(
+            gateway, event_id, kind, amount_minor, currency, gateway_ref, idempotency_key, biz_id, payload
+        )
+        return _Statement(INGEST_CALLBACK_SQL, params, _callback_result)
 
 
 class _Autocommitted:
@@ -275,6 +383,7 @@ class Protocol:
     fail = _blocking(_Calls.fail)
     mark_unknown = _blocking(_Calls.mark_unknown)
     record_fund_flow = _blocking(_Calls.record_fund_flow)
+    ingest_callback = _blocking(_Calls.ingest_callback)
 
 
 class AsyncProtocol:
@@ -300,3 +409,33 @@ class AsyncProtocol:
     fail = _awaited(_Calls.fail)
     mark_unknown = _awaited(_Calls.mark_unknown)
     record_fund_flow = _awaited(_Calls.record_fund_flow)
+    ingest_callback = _awaited(_Calls.ingest_callback)
+
+
+def ingest_callback(
+    conn: psycopg.Connection,
+    *,
+    gateway: str,
+    event_id: str,
+    kind: FundFlowKind,
+    amount_minor: int,
+    currency: str,
+    gateway_ref: str,
+    idempotency_key: Optional[str] = None,
+    biz_id: Optional[str] = None,
+    payload: Any = None,
+) -> CallbackResult:
+    """A webhook handler's one call: `Protocol(conn).ingest_callback(...)` on a connection of a
+    login granted idem_ledger (autocommit, or outside a transaction). `AsyncProtocol` has the same
+    method for asyncio."""
+    return Protocol(conn).ingest_callback(
+        gateway=gateway,
+        event_id=event_id,
+        kind=kind,
+        amount_minor=amount_minor,
+        currency=currency,
+        gateway_ref=gateway_ref,
+        idempotency_key=idempotency_key,
+        biz_id=biz_id,
+        payload=payload,
+    )

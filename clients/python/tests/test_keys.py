@@ -1,11 +1,11 @@
-"""stable_key: one key per business intent, whatever retries it."""
+"""stable_key and compact_key: one key per business intent, whatever retries it."""
 
 from __future__ import annotations
 
 import unittest
 
-from idemwatch import stable_key
-from idemwatch.keys import MAX_KEY_LENGTH
+from idemwatch import compact_key, sepa_end_to_end_id, stable_key
+from idemwatch.keys import COMPACT_KEY_LENGTH, MAX_KEY_LENGTH
 
 
 class StableKeyTest(unittest.TestCase):
@@ -46,6 +46,38 @@ class StableKeyTest(unittest.TestCase):
             stable_key("payment", " ", "pay")
         with self.assertRaises(ValueError):
             stable_key("", "o", "pay")
+
+
+class CompactKeyTest(unittest.TestCase):
+    def test_a_stable_key_that_fits_sepa_is_kept_as_it_is(self):
+        self.assertEqual(compact_key("payment", "order-42", "pay"), "payment/order-42:pay:1")
+        self.assertEqual(compact_key("payment", "order-42", "pay", 2), stable_key("payment", "order-42", "pay", 2))
+
+    def test_a_longer_or_escaped_key_becomes_a_readable_start_and_a_digest(self):
+        uuid_id = "3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b"
+        key = compact_key("payment", uuid_id, "pay")
+        self.assertEqual(key, compact_key("payment", uuid_id, "pay"))
+        self.assertRegex(key, r"^payment-3f2a9c\.[0-9a-f]{20}$")
+        self.assertNotEqual(key, compact_key("payment", uuid_id, "pay", 2))
+        escaped = compact_key("payment", "a/b", "pay")  # '%' is outside SEPA's set
+        self.assertRegex(escaped, r"^payment-a-2Fb\.[0-9a-f]{20}$")
+        self.assertNotEqual(escaped, compact_key("payment", "a-b", "pay"))
+
+    def test_every_compact_key_is_a_sepa_end_to_end_id(self):
+        for parts in (("payment", "x" * 300, "pay"), ("支付", "é", "付"), ("p", "order 42", "t"), ("payment", "o", "pay")):
+            key = compact_key(*parts)
+            self.assertLessEqual(len(key), COMPACT_KEY_LENGTH, parts)
+            self.assertEqual(sepa_end_to_end_id(key), key)
+
+    def test_the_digest_form_matches_the_typescript_clients_byte_for_byte(self):
+        # The same pinned value as clients/typescript/test/keys.test.ts.
+        self.assertEqual(compact_key("payment", "é" * 300, "pay"), "payment-3ae188.54f5e47ef7b30f70ac90")
+
+    def test_its_parts_are_checked_as_stable_keys_are(self):
+        with self.assertRaises(ValueError):
+            compact_key("payment", " ", "pay")
+        with self.assertRaises(ValueError):
+            compact_key("payment", "o", "pay", 0)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 // idemwatch: call the idem protocol (docs/contract/schema.md, version 3) correctly from TypeScript.
 export * from "./errors";
+export * from "./gatewayRefs";
 export * from "./guard";
 export * from "./keys";
 export * from "./protocol";

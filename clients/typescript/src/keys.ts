@@ -6,9 +6,20 @@
 // Readable for operators, the same algorithm as the Python client: `biz_type/biz_id:tool:attempt`,
 // with `%`, `/` and `:` percent-escaped in each part so that two triples can never give one key; a
 // key over the schema's 255 characters keeps a prefix and ends in the SHA-256 of the full form.
+//
+// `compactKey` is the same intent's key for a gateway field that takes fewer characters than the
+// schema (SEPA's EndToEndId: 35 of a small character set): the record is claimed under it, and the
+// same string goes to the gateway (gatewayRefs.ts), whose statements and callbacks then name the
+// record exactly.
 import { createHash } from "node:crypto";
 
 export const MAX_KEY_LENGTH = 255;
+/** compactKey: SEPA's EndToEndId, the shortest field a key goes into, takes 35 characters. */
+export const COMPACT_KEY_LENGTH = 35;
+const COMPACT_DIGEST_LENGTH = 20; // hex characters of the SHA-256: 80 bits
+const COMPACT_PREFIX_LENGTH = COMPACT_KEY_LENGTH - COMPACT_DIGEST_LENGTH - 1;
+// A stable key of these characters only (one `/`, never first or last) is in SEPA's set as it is.
+const COMPACT_AS_IS = /^[A-Za-z0-9/:.-]+$/;
 
 function escape(part: string): string {
   return part.replace(/%/g, "%25").replace(/\//g, "%2F").replace(/:/g, "%3A");
@@ -29,4 +40,27 @@ export function stableKey(bizType: string, bizId: string, tool: string, attempt 
   if (chars.length <= MAX_KEY_LENGTH) return key;
   const digest = createHash("sha256").update(key, "utf8").digest("hex");
   return `${chars.slice(0, MAX_KEY_LENGTH - digest.length - 1).join("")}~${digest}`;
+}
+
+/**
+ * The key of one business intent in at most 35 characters of SEPA's character set, so that it fits
+ * every field a gateway keeps it in (SEPA's EndToEndId, Adyen's merchant reference, Stripe's
+ * metadata); the same inputs give the same key, every time, in both clients.
+ *
+ * It is `stableKey(...)` itself when that fits (`payment/order-42:pay:1`); else the stable key's
+ * start, its runs of other characters written `-` (14 characters at most), a `.` and the first 20
+ * hex characters of the SHA-256 of the stable key. The two forms never meet: a stable key always
+ * has `:`, the digest form never. Claim the record under this key and give the gateway this same
+ * string.
+ */
+export function compactKey(bizType: string, bizId: string, tool: string, attempt = 1): string {
+  const key = stableKey(bizType, bizId, tool, attempt);
+  if (key.length <= COMPACT_KEY_LENGTH && COMPACT_AS_IS.test(key)) return key;
+  const digest = createHash("sha256").update(key, "utf8").digest("hex").slice(0, COMPACT_DIGEST_LENGTH);
+  const prefix = key
+    .replace(/[^A-Za-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "")
+    .slice(0, COMPACT_PREFIX_LENGTH)
+    .replace(/-+$/, "");
+  return `${prefix || "key"}.${digest}`;
 }

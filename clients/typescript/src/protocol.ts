@@ -4,8 +4,15 @@
 //
 // Every call must commit on its own: `begin` must be durable before the caller goes downstream. Pass
 // a pg.Pool or a pg.Client that is not inside BEGIN ... COMMIT.
-import { parseOutcome, parseRecordStatus, parseResultCode, parseTriggerSource } from "./vocabulary";
-import type { FundFlowKind, Outcome, RecordStatus, ResultCode, TriggerSource } from "./vocabulary";
+import {
+  FUND_FLOW_KINDS,
+  parseOutcome,
+  parseRecordStatus,
+  parseResultCode,
+  parseStatementLineResult,
+  parseTriggerSource,
+} from "./vocabulary";
+import type { FundFlowKind, Outcome, RecordStatus, ResultCode, StatementLineResult, TriggerSource } from "./vocabulary";
 
 /** What the protocol needs of node-postgres: a pg.Pool, a pg.Client or a pg.PoolClient. */
 export interface Queryable {
@@ -29,8 +36,16 @@ export const RECORD_FUND_FLOW_SQL =
 export const RECORD_CLAIMANT_FLOW_SQL =
   "SELECT flow_id::text AS flow_id, is_duplicate FROM idem.record_fund_flow(" +
   "$1::text, $2::text, $3::text, $4::bigint, $5::text, $6::text, $7::text, $8::uuid)";
+// The gateway's callback (a webhook event), on a login granted idem_ledger.
+export const INGEST_CALLBACK_SQL =
+  "SELECT result, record_key, flow_id::text AS flow_id, record_status, already_received FROM idem.ingest_callback(" +
+  "$1::text, $2::text, $3::text, $4::bigint, $5::text, $6::text, $7::text, $8::text, $9::jsonb)";
 
 export const DEFAULT_LEASE_MS = 30_000;
+/** The schema's bound of a flow's amount (idem.check_fund_flow). */
+export const MAX_AMOUNT_MINOR = 999_999_999_999_999;
+const GATEWAY = /^[A-Za-z0-9_.-]{1,64}$/;
+const CURRENCY = /^[A-Z]{3}$/;
 
 export interface BeginRequest {
   key: string;
@@ -70,6 +85,79 @@ export interface ChangeResult {
   /** After the call, or the current one when refused (null for not_claimant / not_found). */
   status: RecordStatus | null;
   version: number | null;
+}
+
+/** A gateway's webhook event, as idem.ingest_callback takes it. */
+export interface CallbackEvent {
+  /** The gateway's name (1 to 64 of A-Z a-z 0-9 _ . -), as its statements are imported under. */
+  gateway: string;
+  /** The gateway's id of the event: a re-delivery is known by it. */
+  eventId: string;
+  kind: FundFlowKind;
+  /** The gross amount in minor units, never negative: the kind is the direction. */
+  amountMinor: number | bigint;
+  /** Three capital letters (ISO 4217). */
+  currency: string;
+  /** The gateway's reference of the side effect (the charge id, never the event id). */
+  gatewayRef: string;
+  /** The key the client gave the gateway (Stripe metadata, Adyen merchant reference, EndToEndId). */
+  idempotencyKey?: string | null;
+  bizId?: string | null;
+  /** The event as received (JSON), kept as the evidence. */
+  payload?: unknown;
+}
+
+/** What idem.ingest_callback found for a gateway's event, the same on every re-delivery. */
+export interface CallbackResult {
+  /** matched, mismatched (a person decides), unmatched or duplicate. */
+  result: StatementLineResult;
+  /** The record the event names, when one does. */
+  recordKey: string | null;
+  /** The ledger's flow of the side effect (bigint as text), when matched. */
+  flowId: string | null;
+  /** The record's status now (SUCCESS once a match resolved it). */
+  recordStatus: RecordStatus | null;
+  /** A re-delivery: nothing was done again. */
+  alreadyReceived: boolean;
+}
+
+function text(name: string, value: unknown, required = true): string | null {
+  if (!required && (value === undefined || value === null)) return null;
+  const length = typeof value === "string" ? Array.from(value).length : 0;
+  if (typeof value !== "string" || value.trim() === "" || length > 255) {
+    const shown = length > 255 ? `${length} characters` : JSON.stringify(value);
+    const need = `a non-blank string of at most 255 characters${required ? "" : ", or null"}`;
+    throw new TypeError(`ingestCallback: ${name} must be ${need}, got ${shown}`);
+  }
+  return value;
+}
+
+/** The arguments of idem.ingest_callback, checked before anything reaches the database. */
+function callbackParams(event: CallbackEvent): unknown[] {
+  const { gateway, eventId, kind, amountMinor, currency, gatewayRef } = event;
+  if (typeof gateway !== "string" || !GATEWAY.test(gateway)) {
+    throw new TypeError(`ingestCallback: gateway must be 1 to 64 characters of A-Z a-z 0-9 _ . -, got ${JSON.stringify(gateway)}`);
+  }
+  text("eventId (the gateway's id of the event: a re-delivery is known by it)", eventId);
+  if (typeof kind !== "string" || !(FUND_FLOW_KINDS as readonly string[]).includes(kind)) {
+    throw new TypeError(`ingestCallback: kind must be a fund flow kind (${FUND_FLOW_KINDS.join(", ")}), got ${JSON.stringify(kind)}`);
+  }
+  const integer = typeof amountMinor === "bigint" || Number.isSafeInteger(amountMinor);
+  if (!integer || amountMinor < 0 || amountMinor > MAX_AMOUNT_MINOR) {
+    const shown = typeof amountMinor === "bigint" ? `${amountMinor}n` : JSON.stringify(amountMinor);
+    throw new TypeError(
+      `ingestCallback: amountMinor must be an integer number of minor units from 0 to ${MAX_AMOUNT_MINOR}` +
+        ` (the gateway's gross amount, never negative: the kind is the direction), got ${shown}`,
+    );
+  }
+  if (typeof currency !== "string" || !CURRENCY.test(currency)) {
+    throw new TypeError(`ingestCallback: currency must be three capital letters (ISO 4217, e.g. EUR), got ${JSON.stringify(currency)}`);
+  }
+  text("gatewayRef (the gateway's reference of the side effect: the charge id, not the event id)", gatewayRef);
+  const idempotencyKey = text("idempotencyKey", event.idempotencyKey, false);
+  const bizId = text("bizId", event.bizId, false);
+  const payload = event.payload === undefined || event.payload === null ? null : json(event.payload);
+  return [gateway, eventId, kind, String(amountMinor), currency, gatewayRef, idempotencyKey, bizId, payload];
 }
 
 function status(value: unknown): RecordStatus | null {
@@ -181,4 +269,32 @@ export class Protocol {
       : await this.one(RECORD_FUND_FLOW_SQL, params);
     return { flowId: row.flow_id, isDuplicate: row.is_duplicate };
   }
+
+  /**
+   * The gateway's callback (a webhook event), on a login granted idem_ledger: matched to its record
+   * by `idempotencyKey` (the key the client gave the gateway), else by `gatewayRef`, else by
+   * `bizId`. Matched, its flow enters the ledger under `gatewayRef` (the charge's or refund's id,
+   * never the event's: the statement line of the same side effect is then the same flow) and an
+   * UNKNOWN record is resolved SUCCESS. Once per `eventId`: a re-delivery changes nothing and
+   * returns what the first delivery found (`alreadyReceived`). The event is checked first (a
+   * TypeError, nothing sent).
+   */
+  async ingestCallback(event: CallbackEvent): Promise<CallbackResult> {
+    const row = await this.one(INGEST_CALLBACK_SQL, callbackParams(event));
+    return {
+      result: parseStatementLineResult(row.result),
+      recordKey: row.record_key ?? null,
+      flowId: row.flow_id ?? null,
+      recordStatus: status(row.record_status),
+      alreadyReceived: row.already_received === true,
+    };
+  }
+}
+
+/**
+ * A webhook handler's one call: `new Protocol(db).ingestCallback(event)` on a pg.Pool or pg.Client
+ * of a login granted idem_ledger (not inside BEGIN ... COMMIT).
+ */
+export function ingestCallback(db: Queryable, event: CallbackEvent): Promise<CallbackResult> {
+  return new Protocol(db).ingestCallback(event);
 }

@@ -1,8 +1,9 @@
-// stableKey: one key per business intent, whatever retries it; the same keys as the Python client.
+// stableKey and compactKey: one key per business intent, whatever retries it; the same keys as the
+// Python client.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { MAX_KEY_LENGTH, stableKey } from "../src";
+import { COMPACT_KEY_LENGTH, MAX_KEY_LENGTH, compactKey, sepaEndToEndId, stableKey } from "../src";
 
 test("the same intent gives the same key every time", () => {
   assert.equal(stableKey("payment", "order-42", "pay"), stableKey("payment", "order-42", "pay", 1));
@@ -44,4 +45,39 @@ test("attempt must be stated as a positive integer", () => {
 test("blank parts are refused", () => {
   assert.throws(() => stableKey("payment", " ", "pay"), TypeError);
   assert.throws(() => stableKey("", "o", "pay"), TypeError);
+});
+
+test("compactKey keeps a stable key that fits SEPA as it is", () => {
+  assert.equal(compactKey("payment", "order-42", "pay"), "payment/order-42:pay:1");
+  assert.equal(compactKey("payment", "order-42", "pay", 2), stableKey("payment", "order-42", "pay", 2));
+});
+
+test("compactKey makes a longer or escaped key a readable start and a digest", () => {
+  const uuidId = "3f2a9c1e-5b7d-4e8f-9a0b-1c2d3e4f5a6b";
+  const key = compactKey("payment", uuidId, "pay");
+  assert.equal(key, compactKey("payment", uuidId, "pay"));
+  assert.match(key, /^payment-3f2a9c\.[0-9a-f]{20}$/);
+  assert.notEqual(key, compactKey("payment", uuidId, "pay", 2));
+  const escaped = compactKey("payment", "a/b", "pay"); // '%' is outside SEPA's set
+  assert.match(escaped, /^payment-a-2Fb\.[0-9a-f]{20}$/);
+  assert.notEqual(escaped, compactKey("payment", "a-b", "pay"));
+});
+
+test("every compact key is a SEPA EndToEndId", () => {
+  const cases = [["payment", "x".repeat(300), "pay"], ["支付", "é", "付"], ["p", "order 42", "t"], ["payment", "o", "pay"]];
+  for (const [bizType, bizId, tool] of cases) {
+    const key = compactKey(bizType, bizId, tool);
+    assert.ok(Array.from(key).length <= COMPACT_KEY_LENGTH, `${bizType} ${bizId} ${tool}`);
+    assert.equal(sepaEndToEndId(key), key);
+  }
+});
+
+test("the compact digest form matches the Python client's, byte for byte", () => {
+  // The same pinned value as clients/python/tests/test_keys.py.
+  assert.equal(compactKey("payment", "é".repeat(300), "pay"), "payment-3ae188.54f5e47ef7b30f70ac90");
+});
+
+test("compactKey checks its parts as stableKey does", () => {
+  assert.throws(() => compactKey("payment", " ", "pay"), TypeError);
+  assert.throws(() => compactKey("payment", "o", "pay", 0), TypeError);
 });
