@@ -248,7 +248,7 @@ def journal(path: pathlib.Path) -> list[dict]:
         return rows
     for line in path.read_text().splitlines():
         f = line.split("\t")
-        if len(f) != 7:
+        if len(f) not in (7, 8):  # the eighth field, when it was made, came later
             continue  # cut short by a kill: it never happened
         rows.append(dict(key=f[0], biz_type=f[1], biz_id=f[2], kind=None if f[3] == "-" else f[3],
                          amount=int(f[4]), ref=f[5], deliberate=f[6] == "1"))

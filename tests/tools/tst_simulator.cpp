@@ -108,7 +108,7 @@ class TestSimulator : public QObject {
     QVERIFY(journal.open(QIODevice::ReadOnly | QIODevice::Text));
     while (!journal.atEnd()) {
       const QList<QByteArray> f = journal.readLine().trimmed().split('\t');
-      QCOMPARE(f.size(), 7);
+      QCOMPARE(f.size(), 8);  // key, type, object, kind, amount, ref, deliberate, when
       ++effects[f[0].toStdString()];
       ++byType[f[1].toStdString()];
     }

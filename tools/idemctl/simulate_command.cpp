@@ -58,6 +58,7 @@ int runSimulate(const std::vector<std::string>& args, Streams streams,
                 const std::atomic<bool>& stop) {
   sim::SimulationConfig config;
   std::optional<std::string> dsn, runId, operatorDsn, reconcilerDsn, ledgerDsn, journal;
+  std::optional<std::string> gatewayReports, statementOut, statementFormat, gatewayTruth;
   bool quiet = false;
   CommandLine cli("idemctl simulate", "idemctl simulate [flags]");
   cli.integer("agents", "N", "concurrent agents, one connection each", config.agents, 1, 256);
@@ -92,6 +93,30 @@ int runSimulate(const std::vector<std::string>& args, Streams streams,
            "the downstream's own record of every side effect, appended as it acts and read back "
            "by a restarted simulation (default: kept in memory)",
            journal);
+  cli.text("gateway-reports", "HOW",
+           "ledger: every movement as a ledger line (default); callbacks: only "
+           "--gateway-callback-share of them, as webhook events (some twice, out of order), the "
+           "rest only in the day's statement or a status lookup, as production knows it",
+           gatewayReports);
+  cli.number("gateway-callback-share", "P",
+             "with --gateway-reports callbacks: the share of movements called back",
+             config.gatewayCallbackShare, 0.0, 1.0);
+  cli.number("gateway-callback-repeat-rate", "P", "callbacks delivered twice",
+             config.gatewayCallbackRepeatRate, 0.0, 1.0);
+  cli.text("gateway-name", "NAME", "the gateway its callbacks and statement name",
+           config.gatewayName);
+  cli.text("statement-out", "FILE",
+           "when the run ends, write the gateway's statement of every money movement here",
+           statementOut);
+  cli.duration("statement-every",
+               "also rewrite --statement-out this often, each file the day so far; 0 = at the end",
+               config.statementEvery);
+  cli.text("statement-format", "F", "the statement's format: stripe (default), adyen, camt.053",
+           statementFormat);
+  cli.text("gateway-truth", "FILE",
+           "append what the gateway did, as JSON lines, for its status API "
+           "(idemwatch-gateway-standin --truth)",
+           gatewayTruth);
   cli.text("reconciler-dsn", "DSN",
            "the reconciler's login, an idem_reconciler (default: --db.dsn)", reconcilerDsn);
   cli.duration("downstream-latency", "how long each downstream call takes",
@@ -108,6 +133,27 @@ int runSimulate(const std::vector<std::string>& args, Streams streams,
     config.operatorConnection = connectionFrom(operatorDsn, "idemctl simulate (operator)");
   if (ledgerDsn) config.ledgerConnection = connectionFrom(ledgerDsn, "idemctl simulate (ledger)");
   if (journal) config.downstreamJournal = *journal;
+  if (gatewayReports) {
+    if (*gatewayReports == "ledger") {
+      config.gatewayReports = sim::GatewayReports::Ledger;
+    } else if (*gatewayReports == "callbacks") {
+      config.gatewayReports = sim::GatewayReports::Callbacks;
+    } else {
+      throw UsageError("--gateway-reports must be ledger or callbacks, got '" + *gatewayReports +
+                       "'");
+    }
+  }
+  if (statementOut) config.statementOut = *statementOut;
+  if (statementFormat) {
+    const auto f = statementFormatFromName(*statementFormat);
+    if (!f || (*f != StatementFormat::StripeItemized && *f != StatementFormat::AdyenSettlement &&
+               *f != StatementFormat::Camt053)) {
+      throw UsageError("--statement-format must be stripe, adyen or camt.053, got '" +
+                       *statementFormat + "'");
+    }
+    config.statementFormat = *f;
+  }
+  if (gatewayTruth) config.gatewayTruth = *gatewayTruth;
   if (reconcilerDsn) {
     config.reconcilerConnection = connectionFrom(reconcilerDsn, "idemctl simulate (reconciler)");
   }

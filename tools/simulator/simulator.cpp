@@ -365,7 +365,12 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
   }
 
   TrafficCounters counters;
-  Downstream downstream(config.downstreamJournal);
+  Downstream downstream(config.downstreamJournal,
+                        {.mode = config.gatewayReports,
+                         .callbackShare = config.gatewayCallbackShare,
+                         .callbackRepeatRate = config.gatewayCallbackRepeatRate,
+                         .gateway = config.gatewayName,
+                         .truthPath = config.gatewayTruth});
   WorkQueue work(config, stop);
   const auto started = Clock::now();
   std::atomic<int> running{config.agents};
@@ -406,6 +411,20 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
                    });
     });
   }
+  if (!config.statementOut.empty() && config.statementEvery.count() > 0) {
+    helpers.emplace_back([&] {
+      while (!agentsDone.load()) {
+        const auto until = Clock::now() + config.statementEvery;
+        while (!agentsDone.load() && Clock::now() < until)
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        try {
+          downstream.writeStatement(config.statementOut, config.statementFormat);
+        } catch (const std::runtime_error&) {
+          counters.roundsFailed.fetch_add(1);
+        }
+      }
+    });
+  }
   if (config.reconcileEvery.count() > 0) {
     helpers.emplace_back([&] {
       periodically(orAgents(config.reconcilerConnection, config), config.reconcileEvery, agentsDone,
@@ -440,6 +459,10 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
       }
     }
   }
+
+  // The day's statement: every movement, whoever heard back.
+  if (!config.statementOut.empty())
+    downstream.writeStatement(config.statementOut, config.statementFormat);
 
   SimulationSummary summary = counters.summary();
   summary.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started);

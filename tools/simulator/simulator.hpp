@@ -31,9 +31,12 @@
 #include <vector>
 
 #include "idem/connection_settings.hpp"
+#include "idem/statement_formats.hpp"
 #include "idem/vocabulary.hpp"
 
 namespace idem::sim {
+
+enum class GatewayReports { Ledger, Callbacks };
 
 struct SimulationConfig {
   ConnectionSettings connection;
@@ -88,6 +91,25 @@ struct SimulationConfig {
   // callbacks and statement. 0: never (a lost response then leaves no line in the ledger).
   std::chrono::milliseconds gatewayReportEvery{200};
   ConnectionSettings ledgerConnection;
+  // How the gateway reports, as production knows it. Ledger (the default): every movement, as a
+  // feed of ledger lines (idem.record_fund_flow). Callbacks: only a share of them, as webhook
+  // events (idem.ingest_callback, some delivered twice, a round's in reverse order); the rest
+  // reach idemwatch only with the day's statement (statementOut) or a status lookup
+  // (gatewayTruth), as a lost response does when no callback comes.
+  GatewayReports gatewayReports = GatewayReports::Ledger;
+  double gatewayCallbackShare = 0.6;
+  double gatewayCallbackRepeatRate = 0.1;
+  std::string gatewayName = "sim-gateway";
+  // Written when the run ends: the day's statement of every money movement the downstream made,
+  // in statementFormat (stripe, adyen or camt.053), whether or not anyone heard back.
+  std::string statementOut;
+  StatementFormat statementFormat = StatementFormat::StripeItemized;
+  // Also rewrite it this often while the run goes on (a gateway's intraday file: each one holds
+  // the day so far, so consecutive files overlap); 0: only at the end.
+  std::chrono::milliseconds statementEvery{0};
+  // JSON lines the downstream appends as it acts, the truth a status API answers from
+  // (idemwatch-gateway-standin --truth).
+  std::string gatewayTruth;
 
   // Checks ranges and combinations; returns one sentence per problem.
   std::vector<std::string> validate() const;
