@@ -2,6 +2,7 @@
 // import-statement with each format's sample, every malformed file refused with its line and
 // column and nothing imported, a file imported once however often and however concurrently it is
 // sent, the records its lines decide; ingest-callback once per event; declare-gateway by the owner.
+#include <QTemporaryDir>
 #include <QtTest>
 #include <future>
 #include <sstream>
@@ -97,7 +98,7 @@ class TestImportStatement : public QObject {
              2);
     QVERIFY(errSays("--final needs the period"));
     QCOMPARE(idemctl({"import-statement", "--format", "stripe", "--gateway", "s"}), 2);
-    QVERIFY(errSays("name one statement file"));
+    QVERIFY(errSays("name one statement file or folder"));
   }
 
   void eachFormatsSampleImportsItsLines_data() {
@@ -235,6 +236,29 @@ class TestImportStatement : public QObject {
                         (rb.out.find("already imported") != std::string::npos);
     QCOMPARE(already, 1);
     QCOMPARE(count("SELECT count(*) FROM idem.statements WHERE gateway = 'adyen-race'"), 1LL);
+  }
+
+  // A drop folder: each file once, by name, however often the folder is read; a malformed one is
+  // refused alone, the others imported; a file still being written waits.
+  void aFolderImportsEachFileOnce() {
+    QTemporaryDir drop;
+    QFile::copy(QString::fromStdString(sample("stripe_itemized.csv")), drop.filePath("1-day.csv"));
+    QFile::copy(QString::fromStdString(sample("stripe_truncated.csv")), drop.filePath("2-cut.csv"));
+    QFile::copy(QString::fromStdString(sample("adyen_settlement.csv")),
+                drop.filePath("3-day.csv.partial"));
+    const std::vector<std::string> args{"import-statement", drop.path().toStdString(),
+                                        "--format",         "stripe",
+                                        "--gateway",        "stripe-drop",
+                                        "--db.dsn",         db_->dsnAs(ledger_)};
+    QCOMPARE(idemctl(args), 1);
+    QVERIFY2(outSays("1-day.csv: imported as statement"), out_.c_str());
+    QVERIFY2(errSays("2-cut.csv:3:106: "), err_.c_str());
+    QVERIFY(!outSays("partial") && !errSays("partial"));
+    QCOMPARE(count("SELECT count(*) FROM idem.statements WHERE gateway = 'stripe-drop'"), 1LL);
+    QFile::remove(drop.filePath("2-cut.csv"));
+    QCOMPARE(idemctl(args), 0);
+    QVERIFY2(outSays("1-day.csv: already imported"), out_.c_str());
+    QCOMPARE(count("SELECT count(*) FROM idem.statements WHERE gateway = 'stripe-drop'"), 1LL);
   }
 
   void onlyTheGatewaysLoginImports() {

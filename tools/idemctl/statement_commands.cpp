@@ -2,6 +2,8 @@
 // file, in one transaction), `idemctl ingest-callback` (one webhook event, once per event id) and
 // `idemctl declare-gateway` (what a gateway carries and whether its final statements' silence is
 // evidence). The first two run as a login granted idem_ledger, the third as the schema's owner.
+#include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <pqxx/pqxx>
@@ -52,24 +54,44 @@ void printReport(std::ostream& out, const StatementImportRequest& request,
   if (needing > shown) out << "  and " << needing - shown << " more for a person\n";
 }
 
+// A file, or every file of a folder (a drop folder the gateway's files land in), by name; hidden
+// files and files still being written (*.partial) wait. Each is imported once whatever how often
+// the folder is read: a file imported before changes nothing.
+std::vector<std::string> statementFiles(const std::string& path) {
+  std::error_code error;
+  if (!std::filesystem::is_directory(path, error)) return {path};
+  std::vector<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(path, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!entry.is_regular_file() || name.starts_with('.') || name.ends_with(".partial")) continue;
+    files.push_back(entry.path().string());
+  }
+  if (error) throw StatementError(path, 0, 0, "the folder cannot be read: " + error.message());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 int runImportStatement(const std::vector<std::string>& args, Streams streams,
                        const std::atomic<bool>& /*stop*/) {
   std::vector<std::string> files;
   std::string format, gateway;
   std::optional<std::string> dsn, mapping, periodFrom, periodTo, keyMetadata, creditKind, debitKind;
   bool final = false;
-  CommandLine cli("idemctl import-statement",
-                  "idemctl import-statement FILE --format F --gateway NAME [flags]",
-                  "Imports a gateway's statement: each line once (a line already held from an "
-                  "earlier file is the\nsame line), the whole file in one transaction or nothing "
-                  "of it. Charge and refund lines are\nmatched to records by the idempotency key "
-                  "the client put at the gateway, else the gateway\nreference of a recorded flow, "
-                  "else the business object; a matched line becomes a fund flow\nand resolves an "
-                  "UNKNOWN record SUCCESS. Runs as a login granted idem_ledger.\nFormats: " +
-                      statementFormatNames() +
-                      " (docs/statements.md).\nExit codes: 0 imported (or imported before), 1 "
-                      "failed (a malformed file: FILE:LINE:COLUMN and what;\nnothing imported), "
-                      "2 usage.");
+  CommandLine cli(
+      "idemctl import-statement",
+      "idemctl import-statement FILE|FOLDER --format F --gateway NAME [flags]",
+      "Imports a gateway's statement: each line once (a line already held from an "
+      "earlier file is the\nsame line), the whole file in one transaction or nothing "
+      "of it. Charge and refund lines are\nmatched to records by the idempotency key "
+      "the client put at the gateway, else the gateway\nreference of a recorded flow, "
+      "else the business object; a matched line becomes a fund flow\nand resolves an "
+      "UNKNOWN record SUCCESS. A FOLDER imports each of its files by name, each\nonce (a "
+      "drop folder read again changes nothing). Runs as a login granted "
+      "idem_ledger.\nFormats: " +
+          statementFormatNames() +
+          " (docs/statements.md).\nExit codes: 0 imported (or imported before), 1 "
+          "failed (a malformed file: FILE:LINE:COLUMN and what;\nnothing of it imported, the "
+          "folder's other files still are), 2 usage.");
   cli.positionals(files, 1);
   cli.text("format", "F", "the file's format: " + statementFormatNames(), format);
   cli.text("gateway", "NAME", "the gateway the statement is from, e.g. stripe", gateway);
@@ -90,7 +112,7 @@ int runImportStatement(const std::vector<std::string>& args, Streams streams,
   cli.text("camt-debit-kind", "KIND", "camt: the flow a DBIT entry is (default CREDIT)", debitKind);
   declareDsn(cli, dsn);
   if (!cli.parse(args, streams.out)) return kOk;
-  if (files.size() != 1) throw UsageError("name one statement file");
+  if (files.size() != 1) throw UsageError("name one statement file or folder");
   StatementImportRequest request;
   request.path = files.front();
   const std::optional<StatementFormat> f = statementFormatFromName(format);
@@ -120,14 +142,22 @@ int runImportStatement(const std::vector<std::string>& args, Streams streams,
 
   auto connection = connect(connectionFrom(dsn, "idemctl import-statement"));
   requireLedger(*connection, "import-statement");
-  try {
-    printReport(streams.out, request, importStatement(*connection, request));
-  } catch (const StatementError& e) {
-    streams.err << "idemctl import-statement: " << e.what()
-                << "; nothing of the file was imported\n";
-    return kFailed;
+  int status = kOk;
+  for (const std::string& path : statementFiles(request.path)) {
+    request.path = path;
+    try {
+      printReport(streams.out, request, importStatement(*connection, request));
+    } catch (const StatementError& e) {
+      streams.err << "idemctl import-statement: " << e.what()
+                  << "; nothing of the file was imported\n";
+      status = kFailed;
+    } catch (const DatabaseError& e) {
+      if (e.endsSession()) throw;
+      streams.err << "idemctl import-statement: " << e.what() << "\n";
+      status = kFailed;
+    }
   }
-  return kOk;
+  return status;
 }
 
 constexpr const char* kIngestCallback =
