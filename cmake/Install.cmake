@@ -96,10 +96,19 @@ install(FILES ${idem_packaging}/tools/idemwatch-reconcile.service
               ${idem_packaging}/tools/idemwatch-reconcile.timer
               ${idem_packaging}/tools/idemwatch-expire-leases.service
               ${idem_packaging}/tools/idemwatch-expire-leases.timer
+              ${idem_packaging}/tools/idemwatch-import-statements.service
+              ${idem_packaging}/tools/idemwatch-import-statements.path
         DESTINATION ${idem_units} COMPONENT tools)
 install(FILES ${idem_packaging}/tools/idemwatch-tools.default
         DESTINATION /etc/default RENAME idemwatch-tools
         PERMISSIONS OWNER_READ OWNER_WRITE COMPONENT tools)
+install(FILES ${idem_packaging}/tools/idemwatch-statements.default
+        DESTINATION /etc/default RENAME idemwatch-statements
+        PERMISSIONS OWNER_READ OWNER_WRITE COMPONENT tools)
+# The gateway's drop folder: its files land here (as NAME.partial, renamed when complete).
+install(DIRECTORY DESTINATION /var/lib/idemwatch/statements COMPONENT tools
+        DIRECTORY_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
+                              WORLD_READ WORLD_EXECUTE)
 idem_package_docs(tools idemwatch-tools idemctl)
 
 # --- idemwatch-monitoring: the dashboards/ folder's rules, Prometheus example, Grafana dashboards

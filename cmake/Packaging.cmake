@@ -1,7 +1,8 @@
 # The Debian packages, made by CPack (scripts/package runs it): one .deb per install component.
 #   idemwatch-exporter    the exporter, its hardened unit (started on install), /etc/default file
 #   idemwatch-admin       the Qt console, its desktop entry and icon
-#   idemwatch-tools       idemctl, and the reconcile / expire-leases timers (off until enabled)
+#   idemwatch-tools       idemctl, the reconcile / expire-leases timers and the statement
+#                         drop folder's path unit (off until enabled)
 #   idemwatch-monitoring  rules, dashboards, provisioning, runbooks under /usr/share/idemwatch/
 # Shared-library dependencies come from dpkg-shlibdeps, never typed here.
 include(${CMAKE_CURRENT_LIST_DIR}/Install.cmake)
@@ -62,10 +63,11 @@ set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME idemwatch-tools)
 set(CPACK_COMPONENT_TOOLS_DESCRIPTION
     "command-line tool and timers for the idem idempotency schema
 idemctl migrates the idem schema, simulates agent traffic, settles records,
-reconciles fund flows and expires claim leases. Two systemd timers run
-idemctl reconcile and idemctl expire-leases; they are installed but not
-enabled.")
-idem_conffiles(tools /etc/default/idemwatch-tools)
+reconciles fund flows, imports gateways' statements and callbacks, and expires
+claim leases. Two systemd timers run idemctl reconcile and idemctl
+expire-leases, and a path unit imports the statements that land in
+/var/lib/idemwatch/statements; they are installed but not enabled.")
+idem_conffiles(tools /etc/default/idemwatch-tools /etc/default/idemwatch-statements)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_CONTROL_EXTRA
     ${idem_packaging_out}/tools/conffiles ${idem_packaging}/tools/debian/postinst
     ${idem_packaging}/tools/debian/prerm ${idem_packaging}/tools/debian/postrm)

@@ -105,7 +105,7 @@ check_units() {
   cp -a --no-clobber /lib/systemd/system/. "$root/usr/lib/systemd/system/"
   export MANPATH=$root/usr/share/man
   local unit out
-  [ "$(units | wc -l)" -eq 5 ] || fail "expected 5 units, found: $(units | xargs -n1 basename | tr '\n' ' ')"
+  [ "$(units | wc -l)" -eq 7 ] || fail "expected 7 units, found: $(units | xargs -n1 basename | tr '\n' ' ')"
   for unit in $(units); do
     if out=$(systemd-analyze verify --root="$root" "$unit" 2>&1) && [ -z "$out" ]; then
       pass "verify ${unit##*/}"
