@@ -4,12 +4,18 @@
 // gateway said (a statement line or callback that arrived during a live lease; the silence of
 // final statements, for a gateway that allows it), and prints what it resolved. Without such a
 // gateway it never decides FAILED: that takes a person.
+//
+// With --lookup CONFIG each round then asks the gateway's status endpoint about the UNKNOWN
+// records (gateway_lookup.hpp) and records each answer through a login granted idem_ledger
+// (--ledger-dsn): the gateway's "it happened" resolves SUCCESS, its "it did not" FAILED.
+#include <cstdlib>
 #include <ctime>
 #include <ostream>
 #include <pqxx/pqxx>
 #include <thread>
 
 #include "database_flags.hpp"
+#include "gateway_lookup.hpp"
 #include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
 #include "idem/duration.hpp"
@@ -93,6 +99,32 @@ void requireReconciler(pqxx::connection& connection) {
   }
 }
 
+void requireLedger(pqxx::connection& connection) {
+  const SessionRole session = sessionMembership(connection, "idem_ledger", "reconcile --lookup");
+  if (!session.member) {
+    throw DatabaseError("42501", "reconcile --lookup: the --ledger-dsn login " + session.login +
+                                     " is not a member of idem_ledger; the gateway's answers are "
+                                     "recorded by a login granted idem_ledger");
+  }
+}
+
+// The lookup half of a round: its own connection to the ledger, reopened after a failure.
+struct Lookup {
+  std::unique_ptr<GatewayLookup> gateway;
+  ConnectionSettings ledgerSettings;
+  std::unique_ptr<pqxx::connection> ledger;
+
+  void round(pqxx::connection& reader, std::ostream& out, const std::atomic<bool>& stop) {
+    if (!ledger) ledger = connect(ledgerSettings);
+    try {
+      printLookupRound(out, nowUtc(), gateway->runRound(reader, *ledger, stop));
+    } catch (const DatabaseError&) {
+      ledger.reset();
+      throw;
+    }
+  }
+};
+
 // Sleeps up to `d`, waking early when asked to stop.
 void sleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& stop) {
   const auto until = std::chrono::steady_clock::now() + d;
@@ -105,25 +137,72 @@ void sleepUnlessStopped(std::chrono::milliseconds d, const std::atomic<bool>& st
 int runReconcile(const std::vector<std::string>& args, Streams streams,
                  const std::atomic<bool>& stop) {
   std::optional<std::string> dsn;
+  std::optional<std::string> lookupConfig, ledgerDsn;
   std::optional<std::chrono::milliseconds> every;
-  CommandLine cli("idemctl reconcile", "idemctl reconcile [--every 1m] [flags]",
-                  "Runs as a login granted idem_reconciler. Each round prints how many records it "
-                  "resolved\nand their keys. With --every, a failed round is reported and the next "
-                  "one reconnects.\nExit codes: 0 done (or stopped by a signal), 1 failed (once: "
-                  "any error; --every: the\nfirst connection), 2 usage.");
+  CommandLine cli(
+      "idemctl reconcile",
+      "idemctl reconcile [--every 1m] [--lookup CONFIG --ledger-dsn DSN] [flags]",
+      "Runs as a login granted idem_reconciler. Each round prints how many records it "
+      "resolved\nand their keys. With --every, a failed round is reported and the next "
+      "one reconnects.\n"
+      "\n"
+      "Gateway lookup: with --lookup CONFIG each round then asks the gateway's status endpoint\n"
+      "about the UNKNOWN records of the configured business types (those not asked yet first,\n"
+      "then the oldest; at most max_per_round), never calling the gateway to act, and records\n"
+      "each answer through the --ledger-dsn login (granted idem_ledger): \"it happened\" with\n"
+      "the request's amount resolves SUCCESS, \"it did not\" resolves FAILED, another amount is\n"
+      "mismatched (a person decides), and an answer that does not know, an error or a timeout\n"
+      "decides nothing. CONFIG is YAML: the url, headers with ${credential:NAME} read from\n"
+      "credentials_dir (systemd's LoadCredential=), timeout, rate_limit, retries, ca_file, and\n"
+      "where the answer holds its status, amount, currency and reference (docs/lookup.md).\n"
+      "It prints one line per round: asked, succeeded, failed, unknown, errors; resolved\n"
+      "SUCCESS, FAILED, mismatched.\n"
+      "\n"
+      "Exit codes: 0 done (or stopped by a signal), 1 failed (once: "
+      "any error; --every: the\nfirst connection), 2 usage (a mistake in CONFIG names its file "
+      "and line).");
   cli.duration("every",
                "run a round this often until SIGINT or SIGTERM, e.g. 1m (default: one round, then "
                "exit)",
                every);
+  cli.text("lookup", "CONFIG",
+           "ask the gateway's status endpoint about the UNKNOWN records each round (YAML, "
+           "docs/lookup.md)",
+           lookupConfig);
+  cli.text("ledger-dsn", "DSN",
+           "with --lookup: the login granted idem_ledger that records the gateway's answers "
+           "(default: IDEMWATCH_LEDGER_DSN)",
+           ledgerDsn);
   declareDsn(cli, dsn);
   if (!cli.parse(args, streams.out)) return kOk;
   if (every && every->count() <= 0) throw UsageError("--every must be positive, e.g. 1m");
+  if (ledgerDsn && !lookupConfig) throw UsageError("--ledger-dsn is for --lookup");
+  std::optional<Lookup> lookup;
+  if (lookupConfig) {
+    // From the environment, as IDEMWATCH_DSN: a password in it stays out of `ps`.
+    if (const char* env = std::getenv("IDEMWATCH_LEDGER_DSN"); !ledgerDsn && env && *env) {
+      ledgerDsn = env;
+    }
+    if (!ledgerDsn) {
+      throw UsageError(
+          "--lookup needs --ledger-dsn (or IDEMWATCH_LEDGER_DSN): the answers are recorded by "
+          "a login granted idem_ledger");
+    }
+    lookup.emplace();
+    lookup->gateway = std::make_unique<GatewayLookup>(loadLookupConfig(*lookupConfig));
+    lookup->ledgerSettings = connectionFrom(ledgerDsn, "idemctl reconcile --lookup");
+  }
 
   const ConnectionSettings settings = connectionFrom(dsn, "idemctl reconcile");
   auto connection = connect(settings);
   requireReconciler(*connection);
+  if (lookup) {
+    lookup->ledger = connect(lookup->ledgerSettings);
+    requireLedger(*lookup->ledger);
+  }
   if (!every) {
     print(streams.out, reconcileOnce(*connection));
+    if (lookup) lookup->round(*connection, streams.out, stop);
     return kOk;
   }
 
@@ -134,6 +213,7 @@ int runReconcile(const std::vector<std::string>& args, Streams streams,
     try {
       if (!connection) connection = connect(settings);
       print(streams.out, reconcileOnce(*connection));
+      if (lookup) lookup->round(*connection, streams.out, stop);
     } catch (const DatabaseError& e) {
       // A service outlives a database restart: say so, and reconnect next round.
       streams.err << nowUtc() << " idemctl reconcile: " << e.what() << "\n" << std::flush;
