@@ -3,6 +3,7 @@
 #include <QBrush>
 #include <QFont>
 
+#include "models/gateway_evidence_text.hpp"
 #include "models/json_text.hpp"
 #include "models/status_palette.hpp"
 #include "models/timestamps.hpp"
@@ -29,8 +30,11 @@ QVariant TransitionModel::cellData(const Transition& t, int column, int role) co
           return fromUtf8(format(t.actorKind));
         case Reason:
           return t.reason ? fromUtf8(*t.reason) : QString();
-        case Evidence:
-          return compactJson(t.evidence);
+        case Evidence: {
+          // The gateway's word reads as a sentence; anything else as its JSON.
+          const QString sentence = gatewayEvidenceSentence(t);
+          return sentence.isEmpty() ? compactJson(t.evidence) : sentence;
+        }
         default:
           return {};
       }
@@ -40,7 +44,11 @@ QVariant TransitionModel::cellData(const Transition& t, int column, int role) co
       return cellData(t, column, Qt::DisplayRole);
     case Qt::ToolTipRole:
       if (column == When) return isoTime(t.createdAt);
-      if (column == Evidence) return prettyJson(t.evidence);
+      if (column == Evidence) {
+        const QString sentence = gatewayEvidenceSentence(t);
+        return sentence.isEmpty() ? prettyJson(t.evidence)
+                                  : sentence + QStringLiteral("\n\n") + prettyJson(t.evidence);
+      }
       if (column == Reason && t.reason) return fromUtf8(*t.reason);
       if (column == ActorKind || column == Actor) return actorKindMeaning(t.actorKind);
       return {};

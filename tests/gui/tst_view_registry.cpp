@@ -55,7 +55,8 @@ class TestViewRegistry : public QObject {
     QCOMPARE(registeredNames,
              QStringList({QStringLiteral("Records"), QStringLiteral("Needs attention"),
                           QStringLiteral("Probe"), QStringLiteral("Reconciliation"),
-                          QStringLiteral("Overcharges"), QStringLiteral("Trace audit")}));
+                          QStringLiteral("Overcharges"), QStringLiteral("Statements"),
+                          QStringLiteral("Trace audit")}));
     QCOMPARE(w.tabs()->currentIndex(), 0);
   }
 
