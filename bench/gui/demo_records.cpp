@@ -62,7 +62,8 @@ DemoResult seedDemo(pqxx::connection& owner, const std::string& dsn) {
       "END IF; "
       "IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'bob') THEN CREATE ROLE bob LOGIN; END "
       "IF; END $$; "
-      "GRANT idem_writer TO checkout_agent; GRANT idem_operator TO alice, bob");
+      // The seeder also plays the gateway's webhook, whose ledger lines need idem_ledger.
+      "GRANT idem_writer, idem_ledger TO checkout_agent; GRANT idem_operator TO alice, bob");
   pqxx::connection agent(dsn + " user=checkout_agent");
   std::mt19937 random(20240611);
   ProtocolClient client(agent);
