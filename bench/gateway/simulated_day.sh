@@ -77,7 +77,6 @@ status:
 amount: {pointer: /amount, unit: minor}
 currency: {pointer: /currency}
 reference: {pointer: /id}
-kind: DEBIT
 YAML
   "$idemctl" reconcile --lookup "$work/lookup.yaml" --db.dsn="$dsn" --ledger-dsn="$dsn" \
     >"$work/lookup.log" 2>&1 || true

@@ -130,10 +130,11 @@ class TestGatewayLookup : public QObject {
     return text("SELECT status FROM idem.records WHERE idempotency_key = '" + key + "'");
   }
   // A charge whose answer was lost: UNKNOWN, asking amountMinor CNY.
-  void lostAnswer(const std::string& key, long long amountMinor = 2990) {
+  void lostAnswer(const std::string& key, long long amountMinor = 2990,
+                  const std::string& bizType = "payment") {
     pqxx::connection c(db_->dsnAs(writer_));
     ProtocolClient client(c);
-    BeginRequest r = test::payRequest(key, "order:" + key);
+    BeginRequest r = test::payRequest(key, "order:" + key, bizType);
     r.requestPayload =
         "{\"amount_minor\": " + std::to_string(amountMinor) + ", \"currency\": \"CNY\"}";
     const BeginResult b = client.begin(r);
@@ -244,6 +245,31 @@ class TestGatewayLookup : public QObject {
       QVERIFY2(outSays("errors 2"), out_.c_str());
       QVERIFY2(outSays("cannot connect to 127.0.0.1:"), out_.c_str());
     }
+  }
+
+  // Without `kind`, a "happened" answer is each record's own side effect: one status API
+  // serves a payment (its DEBIT) and a refund (its REFUND).
+  void eachRecordsOwnSideEffectWithoutAKind() {
+    lostAnswer("pay-k");
+    lostAnswer("ref-k", 500, "refund");
+    StandIn gateway(
+        {"--truth", QString::fromStdString(
+                        truth({charge("pay-k", "succeeded"), charge("ref-k", "succeeded", 500)}))});
+    QVERIFY(gateway.port() > 0);
+    std::string withoutKind = config(gateway.port());
+    std::string text2;
+    {
+      std::ifstream in(withoutKind);
+      for (std::string line; std::getline(in, line);) {
+        if (line == "kind: DEBIT") continue;
+        if (line == "biz_types: [payment]") line = "biz_types: [payment, refund]";
+        text2 += line + "\n";
+      }
+    }
+    QCOMPARE(lookup(write("kinds.yaml", text2)), 0);
+    QVERIFY2(outSays("resolved 2 SUCCESS"), out_.c_str());
+    QCOMPARE(text("SELECT string_agg(kind, ' ' ORDER BY biz_id) FROM idem.fund_flows"),
+             std::string("DEBIT REFUND"));
   }
 
   void aThrottledLookupWaitsAndIsAnswered() {

@@ -460,8 +460,8 @@ LookupConfig loadLookupConfig(const std::string& path) {
   c.reference = reader.field(reference, "reference");
   if (const YAML::Node kind = root["kind"]) {
     c.kind = reader.text(kind, "kind");
-    if (std::find(kKinds.begin(), kKinds.end(), c.kind) == kKinds.end()) {
-      reader.fail(kind.Mark(), "kind", "one of " + joined(kKinds) + ", got '" + c.kind + "'");
+    if (std::find(kKinds.begin(), kKinds.end(), *c.kind) == kKinds.end()) {
+      reader.fail(kind.Mark(), "kind", "one of " + joined(kKinds) + ", got '" + *c.kind + "'");
     }
   }
   return c;
@@ -857,7 +857,8 @@ std::string answerId(const std::string& key) {
 // The UNKNOWN records of the business types: those never asked first, then those asked longest
 // ago, then the oldest, so that a record the gateway cannot answer does not keep the others out.
 constexpr const char* kUnknownRecords =
-    "SELECT r.idempotency_key, r.biz_id FROM idem.records AS r "
+    "SELECT r.idempotency_key, r.biz_id, (idem.business_type(r.biz_type)).effect_kinds[1] "
+    "FROM idem.records AS r "
     "WHERE r.status = 'UNKNOWN' "
     "AND r.biz_type IN (SELECT jsonb_array_elements_text($1::jsonb)) "
     "ORDER BY (SELECT max(e.received_at) FROM idem.gateway_events AS e "
@@ -922,12 +923,18 @@ LookupRound GatewayLookup::runRound(pqxx::connection& reader, pqxx::connection& 
                                     const std::atomic<bool>& stop) {
   const LookupConfig& c = state_->config;
   LookupRound round;
-  std::vector<std::pair<std::string, std::string>> records;
+  struct Unknown {
+    std::string key, bizId;
+    std::optional<std::string>
+        effectKind;  // its business type's side effect, if the ledger has one
+  };
+  std::vector<Unknown> records;
   translatingErrors("lookup", [&] {
     Work tx(reader);
     for (const pqxx::row& r :
          tx.exec_params(kUnknownRecords, Json(c.bizTypes).dump(), c.gateway, c.maxPerRound)) {
-      records.emplace_back(r[0].c_str(), r[1].c_str());
+      records.push_back({r[0].c_str(), r[1].c_str(),
+                         r[2].is_null() ? std::nullopt : std::optional<std::string>(r[2].c_str())});
     }
     tx.commit();
   });
@@ -935,8 +942,9 @@ LookupRound GatewayLookup::runRound(pqxx::connection& reader, pqxx::connection& 
                              (c.host.find(':') != std::string::npos ? "[" + c.host + "]" : c.host) +
                              ":" + c.port;
   for (const auto& record : records) {
-    const std::string& key = record.first;
-    const std::string& bizId = record.second;
+    const std::string& key = record.key;
+    const std::string& bizId = record.bizId;
+    const std::optional<std::string> kind = c.kind ? c.kind : record.effectKind;
     if (stop.load()) break;
     ++round.asked;
     const std::string target = expandTarget(c.target, key, bizId);
@@ -959,10 +967,10 @@ LookupRound GatewayLookup::runRound(pqxx::connection& reader, pqxx::connection& 
     try {
       Work tx(ledger);
       const std::string id = answerId(key);
-      const pqxx::row row = tx.exec_params1(
-          kRecordAnswer, c.gateway, key, id, reading.happened,
-          reading.happened.value_or(false) ? std::optional(c.kind) : std::nullopt,
-          reading.amountMinor, reading.currency, reading.reference, reading.payload);
+      const pqxx::row row = tx.exec_params1(kRecordAnswer, c.gateway, key, id, reading.happened,
+                                            reading.happened.value_or(false) ? kind : std::nullopt,
+                                            reading.amountMinor, reading.currency,
+                                            reading.reference, reading.payload);
       result = row[0].c_str();
       status = row[1].is_null() ? std::string() : row[1].c_str();
       const pqxx::row about = tx.exec_params1(kAnswerDetail, c.gateway, id);

@@ -49,7 +49,9 @@ struct LookupConfig {
   bool amountInMajorUnits = false;
   AnswerField currency;
   AnswerField reference;
-  std::string kind = "DEBIT";
+  // The fund flow a "happened" answer is; none: the record's own side effect, its business type's
+  // first effect kind (a payment's DEBIT, a refund's REFUND).
+  std::optional<std::string> kind;
 };
 
 // Reads and checks the YAML configuration and the credentials it names. Throws UsageError
