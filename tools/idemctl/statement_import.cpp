@@ -3,7 +3,10 @@
 #include <openssl/evp.h>
 
 #include <array>
+#include <cstdio>
+#include <exception>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
@@ -28,21 +31,145 @@ constexpr const char* kNeedsPerson =
     "ORDER BY source_line LIMIT $2";
 constexpr int kNeedsPersonShown = 20;
 
-nlohmann::json toJson(const StatementLine& line) {
-  nlohmann::json fields = nlohmann::json::object();
-  for (const auto& [name, value] : line.fields) fields[name] = value;
-  nlohmann::json j{{"line_id", line.lineId},     {"source_line", line.sourceLine},
-                   {"category", line.category},  {"amount_minor", line.amountMinor},
-                   {"currency", line.currency},  {"booked", line.booked},
-                   {"fields", std::move(fields)}};
-  if (line.flowKind) j["flow_kind"] = *line.flowKind;
-  if (line.feeMinor) j["fee_minor"] = *line.feeMinor;
-  if (!line.bookedAt.empty()) j["booked_at"] = line.bookedAt;
-  if (!line.valueDate.empty()) j["value_date"] = line.valueDate;
-  if (!line.gatewayRef.empty()) j["gateway_ref"] = line.gatewayRef;
-  if (!line.idempotencyKey.empty()) j["idempotency_key"] = line.idempotencyKey;
-  if (!line.bizId.empty()) j["biz_id"] = line.bizId;
-  return j;
+// Whether TEXT is well-formed UTF-8 (what a JSON string must be).
+bool validUtf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t n = 0;
+    char32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      n = 1;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    for (std::size_t k = 1; k <= n; ++k) {
+      if (i + k >= text.size()) return false;
+      const auto d = static_cast<unsigned char>(text[i + k]);
+      if ((d & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+// TEXT as a JSON string, appended to OUT: what nlohmann::json's dump() writes, without building
+// a document first (the importer's own cost was mostly that). Not UTF-8: nlohmann says why.
+void appendJsonString(std::string& out, std::string_view text) {
+  if (!validUtf8(text)) {
+    out += nlohmann::json(std::string(text)).dump();  // throws type_error 316, as before
+    return;
+  }
+  out += '"';
+  for (const char ch : text) {
+    switch (ch) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) {
+          std::array<char, 8> escaped{};
+          std::snprintf(escaped.data(), escaped.size(), "\\u%04x", static_cast<unsigned>(ch));
+          out += escaped.data();
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
+}
+
+// One line as the JSON object idem.add_statement_lines reads, appended to OUT.
+void appendJson(std::string& out, const StatementLine& line) {
+  const auto key = [&](const char* name) {
+    out += '"';
+    out += name;
+    out += "\":";
+  };
+  out += '{';
+  key("line_id");
+  appendJsonString(out, line.lineId);
+  out += ',';
+  key("source_line");
+  out += std::to_string(line.sourceLine);
+  out += ',';
+  key("category");
+  appendJsonString(out, line.category);
+  out += ',';
+  key("amount_minor");
+  out += std::to_string(line.amountMinor);
+  out += ',';
+  key("currency");
+  appendJsonString(out, line.currency);
+  out += ',';
+  key("booked");
+  out += line.booked ? "true" : "false";
+  if (line.flowKind) {
+    out += ',';
+    key("flow_kind");
+    appendJsonString(out, *line.flowKind);
+  }
+  if (line.feeMinor) {
+    out += ',';
+    key("fee_minor");
+    out += std::to_string(*line.feeMinor);
+  }
+  const auto optional = [&](const char* name, const std::string& value) {
+    if (value.empty()) return;
+    out += ',';
+    key(name);
+    appendJsonString(out, value);
+  };
+  optional("booked_at", line.bookedAt);
+  optional("value_date", line.valueDate);
+  optional("gateway_ref", line.gatewayRef);
+  optional("idempotency_key", line.idempotencyKey);
+  optional("biz_id", line.bizId);
+  out += ',';
+  key("fields");
+  out += '{';
+  bool first = true;
+  for (const auto& [name, value] : line.fields) {
+    if (!first) out += ',';
+    first = false;
+    appendJsonString(out, name);
+    out += ':';
+    appendJsonString(out, value);
+  }
+  out += "}}";
 }
 
 // "line 7: ..." from add_statement_lines becomes "FILE:7: ...", the way a parser's error reads.
@@ -82,8 +209,9 @@ std::string fileSha256(const std::string& path) {
   return out;
 }
 
-StatementImportReport importStatement(pqxx::connection& connection,
-                                      const StatementImportRequest& request) {
+namespace {
+StatementImportReport importOnce(pqxx::connection& connection,
+                                 const StatementImportRequest& request) {
   StatementImportReport report;
   report.sha256 = fileSha256(request.path);
   return translatingErrors("import-statement", [&] {
@@ -98,23 +226,43 @@ StatementImportReport importStatement(pqxx::connection& connection,
     report.alreadyImported = opened[1].as<bool>();
     if (report.alreadyImported) return report;
 
-    nlohmann::json batch = nlohmann::json::array();
-    const auto flush = [&] {
-      if (batch.empty()) return;
+    // Batches go to the database on a second thread while this one reads and writes the next:
+    // reading the file and matching its lines overlap, one batch in flight at a time (the
+    // transaction is only ever used by one thread at once).
+    std::string batch = "[";
+    std::size_t inBatch = 0;
+    std::future<void> inFlight;
+    const auto send = [&](std::string text) {
       try {
-        tx.exec_params(kAdd, report.statementId, batch.dump());
+        tx.exec_params(kAdd, report.statementId, text);
       } catch (const pqxx::sql_error& e) {
         throw withFile(e, request.path);
       }
-      batch = nlohmann::json::array();
     };
-    const std::optional<StatementPeriod> filePeriod =
-        readStatement(request.path, request.format, request.options, [&](StatementLine&& line) {
-          ++report.lines;
-          batch.push_back(toJson(line));
-          if (batch.size() >= request.batchSize) flush();
-        });
-    flush();
+    const auto flush = [&] {
+      if (inBatch == 0) return;
+      batch += ']';
+      if (inFlight.valid()) inFlight.get();  // the previous batch's error, first
+      inFlight = std::async(std::launch::async, send, std::move(batch));
+      batch = "[";
+      inBatch = 0;
+    };
+    std::optional<StatementPeriod> filePeriod;
+    try {
+      filePeriod =
+          readStatement(request.path, request.format, request.options, [&](StatementLine&& line) {
+            ++report.lines;
+            if (inBatch > 0) batch += ',';
+            appendJson(batch, line);
+            if (++inBatch >= request.batchSize) flush();
+          });
+      flush();
+    } catch (...) {
+      // An earlier line's error, from the batch in flight, is the one the file meets first.
+      if (inFlight.valid()) inFlight.get();
+      throw;
+    }
+    if (inFlight.valid()) inFlight.get();
     std::optional<std::string> from = request.periodFrom, to = request.periodTo;
     if (!from && filePeriod) {
       from = filePeriod->from;
@@ -139,6 +287,22 @@ StatementImportReport importStatement(pqxx::connection& connection,
     tx.commit();
     return report;
   });
+}
+
+}  // namespace
+
+// Two imports of overlapping files may meet on a line both read as new: one of them rolls back
+// whole (a serialization failure or a deadlock, nothing of it written) and is simply run again.
+StatementImportReport importStatement(pqxx::connection& connection,
+                                      const StatementImportRequest& request) {
+  constexpr int kAttempts = 5;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return importOnce(connection, request);
+    } catch (const DatabaseError& e) {
+      if (e.kind() != DatabaseErrorKind::Serialization || attempt == kAttempts) throw;
+    }
+  }
 }
 
 }  // namespace idem::ctl
