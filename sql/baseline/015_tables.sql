@@ -243,6 +243,7 @@ CREATE TABLE idem.gateway_events (
     amount_minor idem.amount_minor,
     currency idem.currency_code,
     idempotency_key text,
+    biz_id text,
     payload jsonb NOT NULL,
     result idem.statement_line_result NOT NULL,
     record_key text,
@@ -396,6 +397,7 @@ CREATE TABLE idem.statements (
     new_lines bigint DEFAULT 0 NOT NULL,
     imported_at timestamp with time zone DEFAULT now() NOT NULL,
     imported_by text DEFAULT SESSION_USER NOT NULL,
+    opened_in bigint DEFAULT txid_current() NOT NULL,
     CONSTRAINT statements_final_has_period CHECK (((NOT final) OR ((period_from IS NOT NULL) AND (period_to IS NOT NULL)))),
     CONSTRAINT statements_period_valid CHECK ((period_from < period_to)),
     CONSTRAINT statements_sha256_valid CHECK ((file_sha256 ~ '^[0-9a-f]{64}$'::text))
@@ -550,6 +552,12 @@ CREATE INDEX fund_flows_duplicate_of ON idem.fund_flows USING btree (duplicate_o
 
 -- INDEX: fund_flows_one_first_per_biz
 CREATE UNIQUE INDEX fund_flows_one_first_per_biz ON idem.fund_flows USING btree (biz_type, biz_id, kind) WHERE (duplicate_of IS NULL);
+
+-- INDEX: gateway_events_biz_id
+CREATE INDEX gateway_events_biz_id ON idem.gateway_events USING btree (biz_id) WHERE (biz_id IS NOT NULL);
+
+-- INDEX: gateway_events_idempotency_key
+CREATE INDEX gateway_events_idempotency_key ON idem.gateway_events USING btree (idempotency_key) WHERE (idempotency_key IS NOT NULL);
 
 -- INDEX: gateway_events_record_key
 CREATE INDEX gateway_events_record_key ON idem.gateway_events USING btree (record_key) WHERE (record_key IS NOT NULL);

@@ -51,6 +51,8 @@ CREATE TABLE idem.statements (
     new_lines   bigint      NOT NULL DEFAULT 0,
     imported_at timestamptz NOT NULL DEFAULT now(),
     imported_by text        NOT NULL DEFAULT session_user,
+    -- The transaction that opened it: its lines are added and it is closed in that one alone.
+    opened_in   bigint      NOT NULL DEFAULT txid_current(),
     CONSTRAINT statements_pkey PRIMARY KEY (id),
     CONSTRAINT statements_gateway_fkey FOREIGN KEY (gateway) REFERENCES idem.gateways (gateway),
     -- The same file twice is imported once: the second import (or a concurrent one, which waits
@@ -126,6 +128,7 @@ CREATE TABLE idem.gateway_events (
     amount_minor    idem.amount_minor,
     currency        idem.currency_code,
     idempotency_key text,
+    biz_id          text,
     payload         jsonb       NOT NULL,
     result          idem.statement_line_result NOT NULL,
     record_key      text,
@@ -141,6 +144,9 @@ CREATE TABLE idem.gateway_events (
 
 CREATE INDEX gateway_events_record_key ON idem.gateway_events (record_key)
     WHERE record_key IS NOT NULL;
+CREATE INDEX gateway_events_idempotency_key ON idem.gateway_events (idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+CREATE INDEX gateway_events_biz_id ON idem.gateway_events (biz_id) WHERE biz_id IS NOT NULL;
 
 COMMENT ON TABLE idem.gateway_events IS
     'One callback event (source callback, once per event id: a re-delivery is a no-op) or status lookup answer (source lookup) of a gateway, what it was found to be (result, record_key, detail) and the fund flow it became.';

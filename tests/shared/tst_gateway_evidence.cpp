@@ -418,6 +418,125 @@ class TestGatewayEvidence : public QObject {
                 .find("side_effect_recorded") != std::string::npos);
   }
 
+  // A login of the gateway's side cannot lend the owner a table of its own: the import's batch
+  // tables are the function's, and a caller's table of the same name stops it.
+  void aCallersTableCannotBorrowTheOwnersRights() {
+    As ledger(*db_, ledger_);
+    pqxx::work tx(ledger.connection);
+    tx.exec("CREATE TEMP TABLE statement_batch (line_id text) ON COMMIT DROP");
+    tx.exec("GRANT ALL ON pg_temp.statement_batch TO idem_owner");
+    const pqxx::row o = tx.exec1(
+        "SELECT statement_id FROM idem.open_statement('stripe', "
+        "'stripe', 'x.csv', '" +
+        std::string(64, 'b') + "')");
+    try {
+      tx.exec_params("SELECT idem.add_statement_lines($1, '[]')", o[0].as<long long>());
+      QFAIL("add_statement_lines used the caller's table");
+    } catch (const pqxx::sql_error& e) {
+      QVERIFY2(
+          std::string(e.what()).find("that idem did not make is in the way") != std::string::npos,
+          e.what());
+    }
+  }
+
+  // Lines go only into a statement the same transaction opened; a setting cannot say otherwise.
+  void aClosedStatementTakesNoMoreLines() {
+    const Imported day = import({{.lineId = "closed_1", .kind = "", .amount = 1}});
+    As ledger(*db_, ledger_);
+    QCOMPARE(ledger.sqlstateOf("SELECT set_config('idem.open_statement', '" +
+                               std::to_string(day.statementId) +
+                               "', false); SELECT idem.add_statement_lines(" +
+                               std::to_string(day.statementId) + ", '[]')"),
+             std::string("22023"));
+    QCOMPARE(
+        ledger.sqlstateOf("SELECT * FROM idem.close_statement(" + std::to_string(day.statementId) +
+                          ", 1, '2000-01-01', '2100-01-01', true)"),
+        std::string("22023"));
+  }
+
+  // Exact references only, and every one must agree: a key naming another business object, an
+  // amount the request cannot state exactly, a reference another gateway's flow already holds.
+  void everyReferenceMustAgree() {
+    lostAnswer("ord-30:pay", "ord-30");
+    import({{.lineId = "txn_30", .key = "ord-30:pay", .ref = "ch_30", .bizId = "ord-31" }});
+    QCOMPARE(resultOf("txn_30"), std::string("mismatched"));
+    QCOMPARE(statusOf("ord-30:pay"), std::string("UNKNOWN"));
+
+    As agent(*db_, agent_);
+    for (const auto& [key, amount] : {std::pair{"ord-32:pay", "2990.0"}, {"ord-33:pay", "29.9"}}) {
+      BeginRequest r = test::payRequest(key, std::string(key).substr(0, 6));
+      r.requestPayload = std::string(R"({"amount_minor": )") + amount + R"(, "currency": "CNY"})";
+      const BeginResult b = agent.client.begin(r);
+      QVERIFY(agent.client.markUnknown(key, 1, "no answer", *b.claimToken).ok());
+    }
+    import({{.lineId = "txn_32", .key = "ord-32:pay", .ref = "ch_32"},
+            {.lineId = "txn_33",
+             .sourceLine = 3,
+             .key = "ord-33:pay",
+             .ref = "ch_33" }});
+    QCOMPARE(statusOf("ord-32:pay"), std::string("SUCCESS"));  // 2990.0 is 2990
+    QCOMPARE(resultOf("txn_33"), std::string("mismatched"));   // 29.9 is no amount of minor units
+    QCOMPARE(statusOf("ord-33:pay"), std::string("UNKNOWN"));
+
+    // A line without the gateway's reference is known by its own id, in its gateway's namespace:
+    // another gateway's flow of the same name is not it.
+    lostAnswer("ord-34:pay", "ord-34");
+    lostAnswer("ord-35:pay", "ord-35", 5000);
+    import({{.lineId = "ref-x", .key = "ord-34:pay" }}, {}, "gw-a");
+    import({{.lineId = "ref-x", .amount = 5000, .key = "ord-35:pay" }}, {}, "gw-b");
+    QCOMPARE(statusOf("ord-35:pay"), std::string("SUCCESS"));
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id IN ('ord-34', 'ord-35')"),
+             2LL);
+  }
+
+  // The gateway's "it did not happen" decides only for a business type it carries, and never
+  // against what a gateway said before.
+  void aNotHappenedAnswerNeverOverridesMoneyMoving() {
+    As ledger(*db_, ledger_);
+    lostAnswer("ord-36:pay", "ord-36");
+    ledger.firstField(
+        "SELECT * FROM idem.ingest_callback('stripe', 'evt_36', 'DEBIT', 3090, 'CNY', "
+        "'ch_36', 'ord-36:pay', NULL, '{}')");  // another amount: mismatched
+    ledger.firstField(
+        "SELECT * FROM idem.record_lookup_answer('stripe', 'ord-36:pay', 'q-36', "
+        "false, NULL, NULL, NULL, NULL, '{}')");
+    QCOMPARE(statusOf("ord-36:pay"), std::string("UNKNOWN"));
+    lostAnswer("ord-37:pay", "ord-37");
+    ledger.firstField(
+        "SELECT * FROM idem.record_lookup_answer('otherpsp', 'ord-37:pay', 'q-37', "
+        "false, NULL, NULL, NULL, NULL, '{}')");
+    QCOMPARE(statusOf("ord-37:pay"), std::string("UNKNOWN"));
+    QVERIFY(field("SELECT detail FROM idem.gateway_events WHERE event_id = 'q-37'")
+                .find("not declared to carry payment") != std::string::npos);
+  }
+
+  // Absence is never evidence while money the gateway moved could be the record's: a callback
+  // naming only its business object, or a line of its amount that nothing explains.
+  void absenceYieldsToUnexplainedMoney() {
+    As admin(*db_, "postgres");
+    admin.firstField("SELECT idem.declare_gateway('psp', ARRAY['payment'], '1 day', true)");
+    lostAnswer("ord-38:pay", "ord-38");
+    createdAgo("ord-38:pay", "3 days");
+    lostAnswer("ord-39:pay", "ord-39");
+    createdAgo("ord-39:pay", "3 days");
+    As ledger(*db_, ledger_);
+    ledger.firstField(
+        "SELECT * FROM idem.ingest_callback('other', 'evt_38', 'DEBIT', 2990, 'CNY', "
+        "'ch_38', NULL, 'ord-38', '{}')");
+    const std::string period = field("SELECT (now() - interval '5 days')::text") + "/" +
+                               field("SELECT (now() + interval '1 day')::text");
+    const std::string threeDaysAgo = field(
+        "SELECT to_char((now() - interval '3 days') AT TIME ZONE 'UTC', "
+        "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
+    const Imported final =
+        import({{.lineId = "psp_1", .ref = "ch_39x", .bookedAt = threeDaysAgo}}, {}, "psp", period);
+    QCOMPARE(final.sqlstate, std::string());
+    QCOMPARE(resultOf("psp_1"), std::string("unmatched"));
+    QCOMPARE(final.resolvedFailed, 0LL);
+    QCOMPARE(statusOf("ord-38:pay"), std::string("UNKNOWN"));
+    QCOMPARE(statusOf("ord-39:pay"), std::string("UNKNOWN"));
+  }
+
   void onlyTheGatewaysSideWritesItsEvidence() {
     As agent(*db_, agent_);
     QCOMPARE(agent.sqlstateOf("SELECT * FROM idem.open_statement('stripe', 'stripe', 'x', '" +

@@ -22,7 +22,7 @@ DECLARE
     v_decided text[] := '{}';
 BEGIN
     SELECT * INTO s FROM idem.statements AS x WHERE x.id = p_statement_id;
-    IF NOT FOUND OR current_setting('idem.open_statement', true) IS DISTINCT FROM p_statement_id::text THEN
+    IF NOT FOUND OR s.opened_in IS DISTINCT FROM txid_current() THEN
         RAISE EXCEPTION 'statement % is not being imported in this transaction', p_statement_id
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'Open it with idem.open_statement first, in the same transaction.';
@@ -32,6 +32,17 @@ BEGIN
             coalesce(jsonb_typeof(p_lines), 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    -- The batch's tables are this function's own, its owner's: a table of the same name that the
+    -- caller made would run the caller's triggers (or rules) with the owner's rights.
+    IF EXISTS (SELECT FROM pg_catalog.pg_class AS c
+                WHERE c.relnamespace = pg_catalog.pg_my_temp_schema()
+                  AND c.relname IN ('statement_batch', 'statement_held', 'statement_new')
+                  AND (c.relowner <> (SELECT r.oid FROM pg_catalog.pg_roles AS r
+                                       WHERE r.rolname = current_user)
+                       OR c.relkind <> 'r')) THEN
+        RAISE EXCEPTION 'a temporary table named statement_batch, statement_held or statement_new that idem did not make is in the way: drop it'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     CREATE TEMP TABLE IF NOT EXISTS statement_batch (
         line_id text, source_line bigint, category text, flow_kind text, amount_minor bigint,
         currency text, fee_minor bigint, booked_at timestamptz, value_date date,
@@ -127,7 +138,8 @@ BEGIN
     INSERT INTO pg_temp.statement_new
     WITH b AS MATERIALIZED (
         SELECT row_number() OVER (ORDER BY b.source_line) AS ord, b.*,
-               coalesce(b.gateway_ref, b.line_id) AS v_ref
+               -- Without the gateway's reference, the line's own id, in the gateway's namespace.
+               coalesce(b.gateway_ref, s.gateway || ':' || b.line_id) AS v_ref
           FROM pg_temp.statement_batch AS b
          WHERE NOT EXISTS (SELECT FROM pg_temp.statement_held AS h WHERE h.line_id = b.line_id)
     ), m AS (

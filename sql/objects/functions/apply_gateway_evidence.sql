@@ -32,6 +32,17 @@ BEGIN
       FROM idem.write_fund_flow(p_biz_type, p_biz_id, p_kind, p_amount_minor, p_currency,
                                 p_gateway_ref,
                                 CASE WHEN p_role = 'effect' THEN p_record_key END, 'ledger') AS w;
+    -- A flow already under this reference is the same side effect only if it is the same thing:
+    -- the same business object, kind, amount and currency. Anything else is a person's question.
+    IF v_again AND NOT EXISTS (
+           SELECT FROM idem.fund_flows AS f
+            WHERE f.id = flow_id AND f.biz_type = p_biz_type AND f.biz_id = p_biz_id
+              AND f.kind = p_kind AND f.amount_minor = p_amount_minor
+              AND f.currency = p_currency) THEN
+        result := 'mismatched';
+        flow_id := NULL;
+        RETURN;
+    END IF;
     result := CASE WHEN v_dup THEN 'duplicate' ELSE 'matched' END;
     IF p_role <> 'effect' OR v_dup THEN
         RETURN;

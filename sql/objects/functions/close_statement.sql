@@ -26,7 +26,7 @@ DECLARE
     s idem.statements;
 BEGIN
     SELECT * INTO s FROM idem.statements AS x WHERE x.id = p_statement_id;
-    IF NOT FOUND OR current_setting('idem.open_statement', true) IS DISTINCT FROM p_statement_id::text THEN
+    IF NOT FOUND OR s.opened_in IS DISTINCT FROM txid_current() THEN
         RAISE EXCEPTION 'statement % is not being imported in this transaction', p_statement_id
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -69,7 +69,6 @@ BEGIN
     IF coalesce(p_final, false) THEN
         resolved_failed := idem.resolve_absent(s.gateway);
     END IF;
-    PERFORM set_config('idem.open_statement', '', true);
 END
 $function$;
 

@@ -54,7 +54,7 @@ BEGIN
     END IF;
     IF p_happened THEN
         PERFORM idem.check_fund_flow('gateway', coalesce(p_biz_id, 'unknown'), p_kind,
-                                     p_amount_minor, upper(p_currency), coalesce(p_gateway_ref, p_event_id));
+                                     p_amount_minor, upper(p_currency), coalesce(p_gateway_ref, p_gateway || ':' || p_event_id));
     END IF;
     IF p_idempotency_key IS NULL AND p_gateway_ref IS NULL AND p_biz_id IS NULL THEN
         RAISE EXCEPTION 'a % names the call it reports: an idempotency key, a gateway reference or a business object', p_source
@@ -63,9 +63,10 @@ BEGIN
 
     INSERT INTO idem.gateways (gateway) VALUES (p_gateway) ON CONFLICT DO NOTHING;
     INSERT INTO idem.gateway_events AS x (gateway, source, event_id, gateway_ref, flow_kind,
-                                          amount_minor, currency, idempotency_key, payload, result)
+                                          amount_minor, currency, idempotency_key, biz_id, payload,
+                                          result)
     VALUES (p_gateway, p_source, p_event_id, p_gateway_ref, CASE WHEN p_happened THEN p_kind END,
-            p_amount_minor, upper(p_currency), p_idempotency_key,
+            p_amount_minor, upper(p_currency), p_idempotency_key, p_biz_id,
             coalesce(p_payload, '{}'::jsonb), 'unmatched')
     ON CONFLICT (gateway, source, event_id) DO NOTHING
     RETURNING x.id INTO v_id;
@@ -89,8 +90,12 @@ BEGIN
          WHERE x.idempotency_key = p_idempotency_key;
     ELSIF NOT p_happened THEN
         -- The gateway says it did not happen: FAILED, through the same side-effect rule as any
-        -- decision (a flow of the object in the ledger refuses it).
-        SELECT x.idempotency_key, x.status, x.version, x.lease_expires_at INTO r
+        -- decision (a flow of the object in the ledger refuses it), and only when this gateway
+        -- carries the record's business type and nothing the gateway said before contradicts it:
+        -- no line or event naming the record or its business object that reported money moving
+        -- (whatever matching found) or pending.
+        SELECT x.idempotency_key, x.biz_type, x.biz_id, x.status, x.version, x.lease_expires_at
+          INTO r
           FROM idem.records AS x WHERE x.idempotency_key = p_idempotency_key;
         IF NOT FOUND THEN
             result := 'unmatched';
@@ -99,7 +104,22 @@ BEGIN
             record_key := r.idempotency_key;
             result := 'not_a_flow';
             v_detail := 'the gateway says it did not happen';
-            IF r.status = 'UNKNOWN' OR (r.status = 'PROCESSING' AND r.lease_expires_at < now()) THEN
+            IF r.biz_type <> ALL (coalesce((SELECT g.biz_types FROM idem.gateways AS g
+                                             WHERE g.gateway = p_gateway), '{}')) THEN
+                v_detail := v_detail || format('; not resolved: %s is not declared to carry %s '
+                                               '(idemctl declare-gateway --biz-types)',
+                                               p_gateway, r.biz_type);
+            ELSIF EXISTS (SELECT FROM idem.statement_lines AS l
+                           WHERE l.flow_kind IS NOT NULL
+                             AND (l.idempotency_key = r.idempotency_key
+                                  OR l.record_key = r.idempotency_key OR l.biz_id = r.biz_id))
+               OR EXISTS (SELECT FROM idem.gateway_events AS e
+                           WHERE e.id <> v_id AND e.flow_kind IS NOT NULL
+                             AND (e.idempotency_key = r.idempotency_key
+                                  OR e.record_key = r.idempotency_key OR e.biz_id = r.biz_id)) THEN
+                v_detail := v_detail || '; not resolved: a statement line or a callback reported '
+                                        'money moving for it: a person decides';
+            ELSIF r.status = 'UNKNOWN' OR (r.status = 'PROCESSING' AND r.lease_expires_at < now()) THEN
                 SELECT * INTO d
                   FROM idem.decide('reconciler', r.idempotency_key, r.version, 'FAILED',
                                    format('%s: %s says %s did not happen', p_source, p_gateway,
@@ -115,7 +135,7 @@ BEGIN
                                        p_gateway_ref, p_idempotency_key, p_biz_id);
         result := m.result; record_key := m.record_key; v_detail := m.detail;
         IF m.result = 'matched' THEN
-            v_ref := coalesce(p_gateway_ref, p_event_id);
+            v_ref := coalesce(p_gateway_ref, p_gateway || ':' || p_event_id);
             SELECT * INTO a
               FROM idem.apply_gateway_evidence(
                        m.record_key, m.biz_type, m.biz_id, m.role, p_kind, p_amount_minor,

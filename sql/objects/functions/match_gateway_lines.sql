@@ -77,8 +77,11 @@ AS $function$
         SELECT f.*, ro.r_role,
                upper(f.r_request ->> 'currency') AS req_cur,
                f.r_request ->> 'amount_minor' AS req_amt,
-               CASE WHEN f.r_request ->> 'amount_minor' ~ '^[0-9]{1,18}$'
-                    THEN (f.r_request ->> 'amount_minor')::bigint END AS req_amount,
+               -- A whole number of minor units, as text or a JSON number (2990 or 2990.0); an
+               -- amount_minor the request carries that is anything else cannot agree with a line.
+               CASE WHEN f.r_request ->> 'amount_minor' ~ '^[0-9]{1,18}(\.0*)?$'
+                    THEN (f.r_request ->> 'amount_minor')::numeric::bigint END AS req_amount,
+               (f.r_request ? 'amount_minor') AS req_has_amount,
                fl.amount_minor AS f_amount, fl.currency AS f_currency, fl.kind AS f_kind,
                fl.biz_type AS f_type, fl.biz_id AS f_biz_id, fl.id IS NOT NULL AS f_found
           FROM found AS f
@@ -94,7 +97,9 @@ AS $function$
            CASE WHEN j.kind IS NULL THEN 'not_a_flow'
                 WHEN j.r_key IS NULL THEN 'unmatched'
                 WHEN j.r_role = 'none'
+                  OR (j.biz_id IS NOT NULL AND j.biz_id <> j.r_biz_id)
                   OR (j.req_cur IS NOT NULL AND j.req_cur <> j.currency)
+                  OR (j.r_role = 'effect' AND j.req_has_amount AND j.req_amount IS NULL)
                   OR (j.r_role = 'effect' AND j.req_amount <> j.amount_minor)
                   OR (j.f_found AND (j.f_type <> j.r_type OR j.f_biz_id <> j.r_biz_id))
                   OR (j.f_found AND (j.f_amount <> j.amount_minor OR j.f_currency <> j.currency
@@ -113,9 +118,15 @@ AS $function$
                 WHEN j.r_role = 'none'
                     THEN format('matched by %s, but a %s is neither a %s''s side effect nor its reversal',
                                 j.by, j.kind, j.r_type)
+                WHEN j.biz_id IS NOT NULL AND j.biz_id <> j.r_biz_id
+                    THEN format('matched by %s (%s %s), but the gateway names business object %s',
+                                j.by, j.r_type, j.r_biz_id, j.biz_id)
                 WHEN j.req_cur IS NOT NULL AND j.req_cur <> j.currency
                     THEN format('matched by %s, but the gateway moved %s %s and the request was in %s',
                                 j.by, j.amount_minor, j.currency, j.req_cur)
+                WHEN j.r_role = 'effect' AND j.req_has_amount AND j.req_amount IS NULL
+                    THEN format('matched by %s, but the request''s amount_minor %s is not a whole number of minor units',
+                                j.by, j.req_amt)
                 -- A reversal may give back part of the charge: only its currency must agree.
                 WHEN j.r_role = 'effect' AND j.req_amount <> j.amount_minor
                     THEN format('matched by %s, but the gateway moved %s %s and the request asked %s %s',

@@ -18,7 +18,7 @@ BEGIN
       FROM idem.match_gateway_line(l.gateway, l.flow_kind, l.amount_minor, l.currency,
                                    l.gateway_ref, l.idempotency_key, l.biz_id);
     IF m.result = 'matched' THEN
-        v_ref := coalesce(l.gateway_ref, l.line_id);
+        v_ref := coalesce(l.gateway_ref, l.gateway || ':' || l.line_id);
         SELECT * INTO a
           FROM idem.apply_gateway_evidence(
                    m.record_key, m.biz_type, m.biz_id, m.role, l.flow_kind, l.amount_minor,

@@ -36,7 +36,6 @@ BEGIN
     RETURNING id INTO statement_id;
     IF FOUND THEN
         already_imported := false;
-        PERFORM set_config('idem.open_statement', statement_id::text, true);
         RETURN;
     END IF;
     SELECT s.id INTO statement_id

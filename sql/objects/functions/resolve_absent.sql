@@ -3,8 +3,10 @@
 -- within settlement_delay; once its final statements cover the whole time from a record's
 -- creation to that delay after it, an UNKNOWN record with no line for its key, its reference or
 -- its business object did not happen there. Never when money moved for the business object by
--- any other route (any flow of it, any callback or lookup answer about it): then a person
--- decides. Records being changed right now are skipped.
+-- any other route (any flow of it, any gateway's line, callback or lookup answer about it), nor
+-- while money this gateway moved that no record explains (an unmatched or mismatched line or
+-- event of the request's amount and currency) could be it: then a person decides. Records being
+-- changed right now are skipped.
 
 CREATE OR REPLACE FUNCTION idem.resolve_absent(p_gateway text)
  RETURNS integer
@@ -35,15 +37,38 @@ BEGIN
          WHERE r.status = 'UNKNOWN' AND r.biz_type = ANY (g.biz_types)
            AND r.created_at + g.settlement_delay <= now()
            AND v_cover @> tstzrange(r.created_at, r.created_at + g.settlement_delay, '[]')
+           -- Nothing any gateway said names it or its business object...
            AND NOT EXISTS (SELECT FROM idem.statement_lines AS l
-                            WHERE l.gateway = p_gateway
-                              AND (l.idempotency_key = r.idempotency_key
-                                   OR l.record_key = r.idempotency_key OR l.biz_id = r.biz_id))
-           AND NOT EXISTS (SELECT FROM idem.fund_flows AS f
-                            WHERE f.biz_type = r.biz_type AND f.biz_id = r.biz_id)
+                            WHERE l.idempotency_key = r.idempotency_key
+                               OR l.record_key = r.idempotency_key OR l.biz_id = r.biz_id)
            AND NOT EXISTS (SELECT FROM idem.gateway_events AS e
                             WHERE e.record_key = r.idempotency_key
-                               OR e.idempotency_key = r.idempotency_key)
+                               OR e.idempotency_key = r.idempotency_key OR e.biz_id = r.biz_id)
+           -- ...no money moved for the object by any route...
+           AND NOT EXISTS (SELECT FROM idem.fund_flows AS f
+                            WHERE f.biz_type = r.biz_type AND f.biz_id = r.biz_id)
+           -- ...and no money this gateway moved that nothing explains could be it: a line or an
+           -- event it left unmatched or mismatched, of the request's currency and amount (any,
+           -- when the request names none), around the time the record could have been charged.
+           AND NOT EXISTS (
+                 SELECT FROM idem.statement_lines AS l
+                  WHERE l.gateway = p_gateway AND l.flow_kind IS NOT NULL
+                    AND l.result IN ('unmatched', 'mismatched')
+                    AND (r.request_payload ->> 'currency' IS NULL
+                         OR l.currency = upper(r.request_payload ->> 'currency'))
+                    AND (r.request_payload ->> 'amount_minor' IS NULL
+                         OR l.amount_minor::text = r.request_payload ->> 'amount_minor')
+                    AND (l.booked_at IS NULL
+                         OR l.booked_at BETWEEN r.created_at - interval '1 day'
+                                            AND r.created_at + g.settlement_delay + interval '1 day'))
+           AND NOT EXISTS (
+                 SELECT FROM idem.gateway_events AS e
+                  WHERE e.gateway = p_gateway AND e.flow_kind IS NOT NULL
+                    AND e.result IN ('unmatched', 'mismatched')
+                    AND (r.request_payload ->> 'currency' IS NULL
+                         OR e.currency = upper(r.request_payload ->> 'currency'))
+                    AND (r.request_payload ->> 'amount_minor' IS NULL
+                         OR e.amount_minor::text = r.request_payload ->> 'amount_minor'))
          ORDER BY r.idempotency_key
            FOR UPDATE OF r SKIP LOCKED
     LOOP

@@ -19,20 +19,22 @@ BEGIN
     FOR c IN
         SELECT r.idempotency_key, r.version, ev.source, ev.gateway, ev.ref, ev.flow_id, ev.detail
           FROM idem.records AS r
+          -- One piece of evidence that is the record's own side effect (a matched reversal line,
+          -- a refund of it, is evidence of nothing here).
           CROSS JOIN LATERAL (
                 SELECT 'statement' AS source, l.gateway, l.line_id AS ref, l.flow_id, l.detail
                   FROM idem.statement_lines AS l
+                  JOIN idem.fund_flows AS f ON f.id = l.flow_id
                  WHERE l.record_key = r.idempotency_key AND l.result = 'matched'
-                   AND l.flow_id IS NOT NULL
+                   AND idem.side_effect_role(r.biz_type, f.kind) = 'effect'
                 UNION ALL
                 SELECT e.source, e.gateway, e.event_id, e.flow_id, e.detail
                   FROM idem.gateway_events AS e
+                  JOIN idem.fund_flows AS f ON f.id = e.flow_id
                  WHERE e.record_key = r.idempotency_key AND e.result = 'matched'
-                   AND e.flow_id IS NOT NULL
+                   AND idem.side_effect_role(r.biz_type, f.kind) = 'effect'
                  LIMIT 1) AS ev
-          JOIN idem.fund_flows AS f ON f.id = ev.flow_id
          WHERE (r.status = 'UNKNOWN' OR (r.status = 'PROCESSING' AND r.lease_expires_at < now()))
-           AND idem.side_effect_role(r.biz_type, f.kind) = 'effect'
          ORDER BY r.idempotency_key
            FOR UPDATE OF r SKIP LOCKED
     LOOP
