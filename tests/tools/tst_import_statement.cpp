@@ -172,6 +172,10 @@ class TestImportStatement : public QObject {
                                      << "stripe"
                                      << ":3:"
                                      << "found 10";
+    QTest::newRow("last line cut short") << "stripe_cut_short.csv"
+                                         << "stripe"
+                                         << ":3:58:"
+                                         << "without its line break: it was cut short";
     QTest::newRow("xml cut short") << "camt053_truncated.xml"
                                    << "camt.053"
                                    << ":"

@@ -45,7 +45,7 @@ std::string zoneNames() {
 std::optional<StatementPeriod> readAdyenSettlement(const std::string& path,
                                                    const StatementOptions& /*options*/,
                                                    const LineSink& onLine) {
-  CsvReader reader(path, CsvDialect{});
+  CsvReader reader(path, CsvDialect{.lastLineEnds = true});
   if (!reader.next()) throw StatementError(path, 0, 0, "the file is empty: no header row");
   const CsvHeader header(reader);
   const std::size_t psp = header.require(reader, "Psp Reference");

@@ -149,6 +149,7 @@ bool CsvReader::readLine() {
       if (begin_ == end_) return false;
       line_ = std::string_view(base + begin_, end_ - begin_);
       begin_ = end_;
+      unterminated_ = true;
       break;
     }
     refill();
@@ -280,6 +281,11 @@ bool CsvReader::next() {
     endColumn_ = line_.size() + 1;
     const bool blank = std::all_of(fields_.begin(), fields_.end(),
                                    [](const Field& f) { return f.begin == f.end; });
+    if (!blank && unterminated_ && dialect_.lastLineEnds) {
+      failAt(endLine_, endColumn_,
+             "the file ends inside this line, without its line break: it was cut short (still "
+             "being written, or copied in part?)");
+    }
     if (!blank) return true;
   }
 }

@@ -22,12 +22,16 @@ inline bool iconvFailed(const void* descriptor) noexcept {
 struct CsvDialect {
   char delimiter = ',';
   // Empty or UTF-8: the text is validated. Anything else is converted to UTF-8 with iconv.
-  std::string encoding;
+  std::string encoding{};
   // Lines that begin with it are skipped (empty: none). In the file's encoding's terms: compared
   // with the line's first bytes after conversion of the prefix.
-  std::string commentPrefix;
+  std::string commentPrefix{};
   // Removed once from the start of every field (WeChat Pay's backtick).
-  std::string stripPrefix;
+  std::string stripPrefix{};
+  // The exporter ends every line with a line break (Stripe's, Adyen's reports): a last line
+  // without one is a file cut short (still being written, a failed copy), whose last field may
+  // be cut inside a key or an amount. Refused rather than read as if whole.
+  bool lastLineEnds = false;
 };
 
 class CsvReader {
@@ -83,6 +87,7 @@ class CsvReader {
   std::size_t begin_ = 0;
   std::size_t end_ = 0;
   bool eof_ = false;
+  bool unterminated_ = false;  // the file's last line has no line break
   std::string_view line_;
   std::uint64_t lineNumber_ = 0;
   std::string record_;

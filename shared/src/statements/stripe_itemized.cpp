@@ -35,7 +35,7 @@ std::string stripeDate(const CsvReader& reader, std::size_t field, std::string_v
 std::optional<StatementPeriod> readStripeItemized(const std::string& path,
                                                   const StatementOptions& options,
                                                   const LineSink& onLine) {
-  CsvReader reader(path, CsvDialect{});
+  CsvReader reader(path, CsvDialect{.lastLineEnds = true});
   if (!reader.next()) throw StatementError(path, 0, 0, "the file is empty: no header row");
   const CsvHeader header(reader);
   const std::size_t id = header.require(reader, "balance_transaction_id");
