@@ -241,17 +241,19 @@ std::optional<StatementPeriod> readCamt(const std::string& path, StatementFormat
   const pugi::xml_node messageNode = child(root, body);
   if (!messageNode) file.fail(root, "Document has no " + std::string(body));
 
+  // The period the file declares: that of its statement (or notification). A file of several
+  // with different periods declares none: their union may have gaps, and times in different
+  // offsets do not compare as text; the importer then takes the period it is given, or none.
   std::optional<StatementPeriod> period;
+  bool periodsDiffer = false;
   for (const pugi::xml_node& report : children(messageNode, part)) {
     const pugi::xml_node frToDt = child(report, "FrToDt");
     if (frToDt) {
-      const std::string from = text(child(frToDt, "FrDtTm"));
-      const std::string to = text(child(frToDt, "ToDtTm"));
+      const StatementPeriod declared{text(child(frToDt, "FrDtTm")), text(child(frToDt, "ToDtTm"))};
       if (!period) {
-        period = StatementPeriod{from, to};
-      } else {
-        period->from = std::min(period->from, from);
-        period->to = std::max(period->to, to);
+        period = declared;
+      } else if (period->from != declared.from || period->to != declared.to) {
+        periodsDiffer = true;
       }
     }
     const std::string reportId = text(child(report, "Id"));
@@ -368,10 +370,14 @@ std::optional<StatementPeriod> readCamt(const std::string& path, StatementFormat
         }
         txLine.fields.emplace_back("TxDtls/Amt", text(txAmt));
         describe(txLine, tx);
+        // Without a bank reference of its own, the transaction is known by its line id: the
+        // batch's entry reference alone would name every one of them.
+        if (child(child(tx, "Refs"), "AcctSvcrRef").empty()) txLine.gatewayRef = txLine.lineId;
         onLine(std::move(txLine));
       }
     }
   }
+  if (periodsDiffer) return std::nullopt;
   return period;
 }
 
