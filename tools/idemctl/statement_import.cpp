@@ -232,7 +232,7 @@ StatementImportReport importOnce(pqxx::connection& connection,
     std::string batch = "[";
     std::size_t inBatch = 0;
     std::future<void> inFlight;
-    const auto send = [&](std::string text) {
+    const auto send = [&](const std::string& text) {
       try {
         tx.exec_params(kAdd, report.statementId, text);
       } catch (const pqxx::sql_error& e) {
