@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The write cost of sql/migrations/013's charge count: idem.record_fund_flow through pgbench with the trigger
-# fund_flows_count_charges and without it, interleaved, on a fresh database of a private cluster.
+# The write cost of the ledger's fund-flow triggers: idem.record_fund_flow through pgbench, one flow
+# a call, interleaved on a fresh database of a private cluster, with
+#   statement  the triggers as shipped (statement-level: one upsert a business object a statement);
+#   row        the row-level triggers they replaced (bench/money/row_triggers.sql);
+#   without    the charge count (fund_flows_count_charges) disabled.
 # Prints flows per second and the server's CPU per flow (utime + stime of the backends, /proc).
 #
-#   bench/money/flow_cost.sh [BUILD_DIR]     env: SECONDS_EACH (10), REPEAT (3), CLIENTS ("1 4")
+#   bench/money/flow_cost.sh [BUILD_DIR]
+#   env: SECONDS_EACH (10), REPEAT (3), CLIENTS ("1 4"), VARIANTS ("statement row without")
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -11,6 +15,7 @@ source "$root/scripts/lib/pg.sh"
 SECONDS_EACH=${SECONDS_EACH:-10}
 REPEAT=${REPEAT:-3}
 CLIENTS=${CLIENTS:-"1 4"}
+VARIANTS=${VARIANTS:-"statement row without"}
 pg_scratch flow-cost
 dir=$SCRATCH_DIR
 dsn=$(pg_migrated_database flows "$build/tools/idemctl/idemctl")
@@ -31,7 +36,13 @@ hz=$(getconf CLK_TCK)
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(date -u +%FT%TZ)"
 printf '%-8s %-8s %4s %12s %16s\n' variant clients run "flows/s" "server CPU µs/flow"
 for round in $(seq "$REPEAT"); do
-  for variant in with without; do
+  for variant in $VARIANTS; do
+    if [ "$variant" = row ]; then
+      psql "$dsn" -q -f "$root/bench/money/row_triggers.sql"
+    else
+      psql "$dsn" -q -f "$root/sql/objects/triggers/fund_flows_count_charges.sql" \
+        -f "$root/sql/objects/triggers/fund_flows_touch_object.sql"
+    fi
     if [ "$variant" = without ]; then
       psql "$dsn" -qc "ALTER TABLE idem.fund_flows DISABLE TRIGGER fund_flows_count_charges"
     else

@@ -1,6 +1,8 @@
--- Each charge is counted into idem.charged_objects as its flow is written (idem.count_charge).
+-- Each charge is counted into idem.charged_objects as its flow is written (idem.count_charge): once
+-- a statement, for all the flows it wrote.
 
 CREATE OR REPLACE TRIGGER fund_flows_count_charges
     AFTER INSERT ON idem.fund_flows
-    FOR EACH ROW WHEN (((new.kind)::text = ANY (ARRAY['DEBIT'::text, 'CAPTURE'::text])))
+    REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT
     EXECUTE FUNCTION idem.count_charge();
