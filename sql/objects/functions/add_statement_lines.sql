@@ -130,14 +130,18 @@ BEGIN
     CREATE TEMP TABLE IF NOT EXISTS statement_new (
         line_id text, source_line bigint, category text, flow_kind text, amount_minor bigint,
         currency text, fee_minor bigint, booked_at timestamptz, value_date date,
-        gateway_ref text, idempotency_key text, biz_id text, booked boolean, fields jsonb,
+        gateway_ref text, idempotency_key text, biz_id text, booked boolean,
         v_ref text, result text, record_key text, rec_type text, rec_biz_id text, role text,
         detail text, slow boolean, flow_id bigint, is_dup boolean, decided boolean
     ) ON COMMIT DROP;
     TRUNCATE pg_temp.statement_new;
     INSERT INTO pg_temp.statement_new
     WITH b AS MATERIALIZED (
-        SELECT row_number() OVER (ORDER BY b.source_line) AS ord, b.*,
+        -- (Its fields stay in statement_batch until the line is written: carried through every
+        -- step they would cost more than all the rest.)
+        SELECT row_number() OVER (ORDER BY b.source_line) AS ord, b.line_id, b.source_line,
+               b.category, b.flow_kind, b.amount_minor, b.currency, b.fee_minor, b.booked_at,
+               b.value_date, b.gateway_ref, b.idempotency_key, b.biz_id, b.booked,
                -- Without the gateway's reference, the line's own id, in the gateway's namespace.
                coalesce(b.gateway_ref, s.gateway || ':' || b.line_id) AS v_ref
           FROM pg_temp.statement_batch AS b
@@ -163,7 +167,7 @@ BEGIN
     )
     SELECT j.line_id, j.source_line, j.category, j.flow_kind, j.amount_minor, j.currency,
            j.fee_minor, j.booked_at, j.value_date, j.gateway_ref, j.idempotency_key, j.biz_id,
-           j.booked, j.fields, j.v_ref, j.result, j.record_key, j.rec_type, j.rec_biz_id, j.role,
+           j.booked, j.v_ref, j.result, j.record_key, j.rec_type, j.rec_biz_id, j.role,
            j.detail,
            (j.flow_kind IS NOT NULL AND j.booked
             AND count(*) FILTER (WHERE j.flow_kind IS NOT NULL AND j.booked)
@@ -213,8 +217,9 @@ BEGIN
     -- A side effect of an UNKNOWN record, or of one PROCESSING past its lease, resolves it
     -- SUCCESS through idem.decide, the line as evidence (idem.apply_gateway_evidence's rule).
     FOR l IN
-        SELECT n.*, x.version
+        SELECT n.*, b.fields, x.version
           FROM pg_temp.statement_new AS n
+          JOIN pg_temp.statement_batch AS b ON b.line_id = n.line_id
          CROSS JOIN LATERAL (
                SELECT x.version FROM idem.records AS x
                 WHERE x.idempotency_key = n.record_key
@@ -252,7 +257,7 @@ BEGIN
             booked, fields, result, record_key, flow_id, detail)
         SELECT s.gateway, n.line_id, p_statement_id, n.source_line, n.category, n.flow_kind,
                n.amount_minor, n.currency, n.fee_minor, n.booked_at, n.value_date, n.gateway_ref,
-               n.idempotency_key, n.biz_id, n.booked, n.fields,
+               n.idempotency_key, n.biz_id, n.booked, b.fields,
                CASE WHEN n.slow THEN 'unmatched' WHEN n.is_dup THEN 'duplicate' ELSE n.result END,
                CASE WHEN NOT n.slow THEN n.record_key END,
                CASE WHEN NOT n.slow THEN n.flow_id END,
@@ -263,6 +268,7 @@ BEGIN
                          || CASE WHEN n.decided THEN '; resolved the record SUCCESS' ELSE '' END
                END
           FROM pg_temp.statement_new AS n
+          JOIN pg_temp.statement_batch AS b ON b.line_id = n.line_id
          ORDER BY n.source_line
         ON CONFLICT (gateway, line_id) DO NOTHING
         RETURNING x.id
