@@ -296,6 +296,16 @@ class TestStatementsView : public QObject {
                  std::to_string(file) + " txn_123 true ch_123");
     // Settled, it is no longer a candidate.
     QTRY_VERIFY_WITH_TIMEOUT(!p->isLoading() && p->model()->rowCount() == 0, 15000);
+    // The line is the record's side effect now: matched to it, its flow in the ledger, and no
+    // longer among the lines to look at.
+    QCOMPARE(test::textBySql(*db_,
+                             "SELECT l.result || ' ' || l.record_key || ' ' || f.external_ref || "
+                             "' ' || f.idempotency_key || ' ' || f.amount_minor || ' ' || "
+                             "f.recorded_by FROM idem.statement_lines l JOIN idem.fund_flows f ON "
+                             "f.id = l.flow_id WHERE l.line_id = 'txn_123'"),
+             std::string("matched pay-prop-a ch_123 pay-prop-a 1234 ledger"));
+    v->refresh();
+    QTRY_COMPARE_WITH_TIMEOUT(v->lines()->rowCount(), 0, 15000);
   }
 
   void aRecordResolvedByAStatementLineSaysSoInItsTimeline() {

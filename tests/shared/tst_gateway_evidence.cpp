@@ -67,7 +67,7 @@ struct Imported {
 class TestGatewayEvidence : public QObject {
   Q_OBJECT
   std::unique_ptr<test::TestDatabase> db_;
-  std::string agent_, ledger_, reconciler_;
+  std::string agent_, ledger_, reconciler_, operator_;
   int files_ = 0;
 
   long long count(const std::string& sql) { return db_->scalar(sql); }
@@ -77,6 +77,11 @@ class TestGatewayEvidence : public QObject {
   }
   std::string statusOf(const std::string& key) {
     return field("SELECT status FROM idem.records WHERE idempotency_key = '" + key + "'");
+  }
+  // The evidence the admin app sends when a person accepts line lineId as a record's side effect.
+  static std::string accepting(const std::string& lineId) {
+    return "{\"source\": \"statement\", \"gateway\": \"stripe\", \"line_id\": \"" + lineId +
+           "\", \"accepted_proposal\": true}";
   }
   std::string resultOf(const std::string& lineId) {
     return field("SELECT result FROM idem.statement_lines WHERE line_id = '" + lineId + "'");
@@ -148,6 +153,7 @@ class TestGatewayEvidence : public QObject {
     agent_ = db_->createLoginRole("agent", "idem_writer");
     ledger_ = db_->createLoginRole("gateway", "idem_ledger");
     reconciler_ = db_->createLoginRole("recon", "idem_reconciler");
+    operator_ = db_->createLoginRole("alice", "idem_operator");
   }
   void cleanupTestCase() { db_.reset(); }
 
@@ -248,6 +254,88 @@ class TestGatewayEvidence : public QObject {
     QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id = 'ord-8' AND duplicate_of "
                    "IS NOT NULL"),
              1LL);
+  }
+
+  // A file's flows are written by one statement: the ledger's charge count and its objects'
+  // rows still follow each flow, as the whole ledger defines them.
+  void aFilesFlowsAreCountedOnceEach() {
+    std::vector<Line> lines;
+    for (int i = 1; i <= 12; ++i) {
+      const std::string n = std::to_string(i);
+      lostAnswer("ord-c" + n + ":pay", "ord-c" + n);
+      lines.push_back({.lineId = "txn_c" + n,
+                       .sourceLine = i + 1,
+                       .key = "ord-c" + n + ":pay",
+                       .ref = "ch_c" + n});
+    }
+    lines.push_back({.lineId = "txn_c1b", .sourceLine = 20, .key = "ord-c1:pay", .ref = "ch_c1b"});
+    QVERIFY(import(lines).sqlstate.empty());
+    QCOMPARE(resultOf("txn_c1b"), std::string("duplicate"));
+    QCOMPARE(count("SELECT charges FROM idem.charged_objects WHERE biz_id = 'ord-c1'"), 2LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.charged_objects WHERE biz_id LIKE 'ord-c%'"), 12LL);
+    // Every object of the ledger: its count is its DEBIT and CAPTURE flows, and it has its row.
+    QCOMPARE(count("SELECT count(*) FROM (SELECT biz_type, biz_id, count(*) AS n "
+                   "FROM idem.fund_flows WHERE kind::text IN ('DEBIT', 'CAPTURE') GROUP BY 1, 2) "
+                   "AS f FULL JOIN idem.charged_objects AS o USING (biz_type, biz_id) "
+                   "WHERE o.charges IS DISTINCT FROM f.n"),
+             0LL);
+    QCOMPARE(count("SELECT count(*) FROM (SELECT DISTINCT biz_type, biz_id FROM idem.fund_flows) "
+                   "AS f LEFT JOIN idem.ledger_objects AS o USING (biz_type, biz_id) "
+                   "WHERE o.biz_id IS NULL"),
+             0LL);
+  }
+
+  // An unmatched line an operator accepts as a record's side effect becomes it, in the settle's
+  // transaction; one that cannot be it refuses the settle, and nothing is written.
+  void anAcceptedLineBecomesTheRecordsSideEffect() {
+    lostAnswer("ord-acc:pay", "ord-acc", 1500);
+    lostAnswer("ord-acc2:pay", "ord-acc2", 1500);
+    lostAnswer("ord-acc3:pay", "ord-acc3", 1700);
+    import({{.lineId = "txn_acc", .amount = 1500, .ref = "ch_acc"},
+            {.lineId = "txn_accfee",
+             .sourceLine = 3,
+             .kind = "",
+             .amount = 45 }});
+    QCOMPARE(resultOf("txn_acc"), std::string("unmatched"));
+    As alice(*db_, operator_);
+    const auto settle = [&](As& who, const std::string& key, const std::string& line) {
+      return who.sqlstateOf("SELECT idem.settle('" + key + "', 2, 'SUCCESS', 'line " + line +
+                            " is this payment', '" + accepting(line) + "')");
+    };
+    // Another amount, or a fee: refused, the record stays UNKNOWN and the line unmatched.
+    QCOMPARE(settle(alice, "ord-acc3:pay", "txn_acc"), std::string("22023"));
+    QCOMPARE(settle(alice, "ord-acc:pay", "txn_accfee"), std::string("22023"));
+    QCOMPARE(settle(alice, "ord-acc:pay", "txn_none"), std::string("22023"));
+    QCOMPARE(statusOf("ord-acc3:pay"), std::string("UNKNOWN"));
+    QCOMPARE(statusOf("ord-acc:pay"), std::string("UNKNOWN"));
+    QCOMPARE(resultOf("txn_acc"), std::string("unmatched"));
+
+    // Two operators accept the one line for two records at once: one settles, the other is
+    // refused and writes nothing.
+    As bob(*db_, operator_);
+    pqxx::work first(alice.connection);
+    first.exec("SELECT idem.settle('ord-acc:pay', 2, 'SUCCESS', 'line txn_acc is this payment', '" +
+               accepting("txn_acc") + "')");
+    std::string second;
+    std::thread racer([&] { second = settle(bob, "ord-acc2:pay", "txn_acc"); });
+    QTest::qWait(300);  // the second waits on the line the first holds
+    first.commit();
+    racer.join();
+    QCOMPARE(second, std::string("22023"));
+    QCOMPARE(statusOf("ord-acc:pay"), std::string("SUCCESS"));
+    QCOMPARE(statusOf("ord-acc2:pay"), std::string("UNKNOWN"));
+    QCOMPARE(field("SELECT l.result || ' ' || l.record_key || ' ' || f.idempotency_key || ' ' || "
+                   "f.external_ref || ' ' || f.recorded_by FROM idem.statement_lines l JOIN "
+                   "idem.fund_flows f ON f.id = l.flow_id WHERE l.line_id = 'txn_acc'"),
+             std::string("matched ord-acc:pay ord-acc:pay ch_acc ledger"));
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id LIKE 'ord-acc%'"), 1LL);
+    // Without "accepted_proposal", a settle only settles.
+    import({{.lineId = "txn_acc4", .amount = 1500, .ref = "ch_acc4" }});
+    QCOMPARE(alice.sqlstateOf("SELECT idem.settle('ord-acc2:pay', 2, 'SUCCESS', 'seen on the "
+                              "gateway dashboard', '{\"source\": \"statement\", \"gateway\": "
+                              "\"stripe\", \"line_id\": \"txn_acc4\"}')"),
+             std::string());
+    QCOMPARE(resultOf("txn_acc4"), std::string("unmatched"));
   }
 
   void aFileIsImportedOnceAndOverlapsChangeNothing() {

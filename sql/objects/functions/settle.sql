@@ -22,8 +22,14 @@ BEGIN
     SELECT * INTO result, status, version
       FROM idem.decide('operator', p_key, p_expected_version, p_to_status, p_reason, p_evidence,
                        p_override_money_moved);
+    -- A statement line the operator accepts as the side effect becomes it (or nothing is settled).
+    IF result = 'ok' AND p_to_status = 'SUCCESS' AND jsonb_typeof(p_evidence) = 'object'
+       AND p_evidence -> 'accepted_proposal' = 'true'::jsonb THEN
+        PERFORM idem.accept_statement_line(p_key, p_evidence ->> 'gateway',
+                                           p_evidence ->> 'line_id', p_reason);
+    END IF;
 END
 $function$;
 
 COMMENT ON FUNCTION idem.settle(text, integer, text, text, jsonb, boolean) IS
-    'The operator''s decision (schema contract v3): UNKNOWN or PROCESSING past its lease -> SUCCESS or FAILED, or FAILED -> SUCCESS (a correction: the side effect happened after all). Reason required (not blank, at most 2000 characters), evidence at most 64 KiB. result ok | conflict | invalid_transition | not_found | lease_active (PROCESSING, lease live: the claimant may still answer) | side_effect_recorded (FAILED refused: the ledger records the record''s side effect, see idem.side_effect_of) unless override_money_moved, which the transition''s evidence then records under "override_money_moved". Settling FAILED sets retry_allowed.';
+    'The operator''s decision (schema contract v3): UNKNOWN or PROCESSING past its lease -> SUCCESS or FAILED, or FAILED -> SUCCESS (a correction: the side effect happened after all). Reason required (not blank, at most 2000 characters), evidence at most 64 KiB. result ok | conflict | invalid_transition | not_found | lease_active (PROCESSING, lease live: the claimant may still answer) | side_effect_recorded (FAILED refused: the ledger records the record''s side effect, see idem.side_effect_of) unless override_money_moved, which the transition''s evidence then records under "override_money_moved". Settling FAILED sets retry_allowed. Settling SUCCESS with a statement line as evidence and "accepted_proposal": true makes that line the record''s side effect (idem.accept_statement_line), or refuses the whole settle (22023) when it cannot be.';
