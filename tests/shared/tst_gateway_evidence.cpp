@@ -338,6 +338,49 @@ class TestGatewayEvidence : public QObject {
     QCOMPARE(resultOf("txn_acc4"), std::string("unmatched"));
   }
 
+  // A line without the gateway's reference is known by its line id in its gateway's namespace:
+  // two gateways' lines of the same id are two side effects, never one flow.
+  void linesWithoutAReferenceAreTheirGatewaysOwn() {
+    lostAnswer("ord-ns1:pay", "ord-ns1");
+    lostAnswer("ord-ns2:pay", "ord-ns2");
+    QVERIFY(import({{.lineId = "L-ns", .key = "ord-ns1:pay"}}, {}, "stripe").sqlstate.empty());
+    QVERIFY(import({{.lineId = "L-ns", .key = "ord-ns2:pay"}}, {}, "adyen").sqlstate.empty());
+    QCOMPARE(statusOf("ord-ns1:pay"), std::string("SUCCESS"));
+    QCOMPARE(statusOf("ord-ns2:pay"), std::string("SUCCESS"));
+    QCOMPARE(field("SELECT string_agg(l.gateway || '=' || l.result || ':' || f.external_ref || ':' "
+                   "|| f.biz_id, ' ' ORDER BY l.gateway) FROM idem.statement_lines l JOIN "
+                   "idem.fund_flows f ON f.id = l.flow_id WHERE l.line_id = 'L-ns'"),
+             std::string("adyen=matched:adyen:L-ns:ord-ns2 stripe=matched:stripe:L-ns:ord-ns1"));
+  }
+
+  // The reconciler's pass decides from the record's own side effect: a refund matched to the
+  // record is no evidence that the charge happened, and meeting it first does not hide the
+  // charge's line behind it.
+  void theReconcilersPassDecidesFromTheSideEffectNotItsReversal() {
+    As agent(*db_, agent_);
+    BeginRequest r = test::payRequest("ord-rv:pay", "ord-rv", "payment", std::chrono::seconds(1));
+    r.requestPayload = R"({"amount_minor": 2990, "currency": "CNY"})";
+    QVERIFY(agent.client.begin(r).outcome == Outcome::Executed);
+    // Both arrive while the claim is live: neither decides yet.
+    import(
+        {{.lineId = "txn_rv",
+          .kind = "REFUND",
+          .amount = 990,
+          .key = "ord-rv:pay",
+          .ref = "re_rv" }});
+    import({{.lineId = "txn_rv_ch", .key = "ord-rv:pay", .ref = "ch_rv" }});
+    QCOMPARE(resultOf("txn_rv"), std::string("matched"));
+    QCOMPARE(resultOf("txn_rv_ch"), std::string("matched"));
+    QCOMPARE(statusOf("ord-rv:pay"), std::string("PROCESSING"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    As recon(*db_, reconciler_);
+    recon.firstField("SELECT resolved_success FROM idem.resolve_from_gateway_evidence()");
+    QCOMPARE(statusOf("ord-rv:pay"), std::string("SUCCESS"));
+    QCOMPARE(field("SELECT evidence->>'ref' FROM idem.transitions WHERE idempotency_key = "
+                   "'ord-rv:pay' AND to_status = 'SUCCESS'"),
+             std::string("txn_rv_ch"));
+  }
+
   void aFileIsImportedOnceAndOverlapsChangeNothing() {
     lostAnswer("ord-9:pay", "ord-9");
     const std::string sha(64, 'e');
