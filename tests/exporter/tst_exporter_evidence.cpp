@@ -27,7 +27,8 @@ std::string resolvedKey(const std::string& by) {
 }
 
 // One statement file through the importer's three calls, as the gateway's side sends it: lines
-// as "line_id:kind:amount:key" (kind empty for a fee).
+// as "line_id:kind:amount:key" (kind empty for a fee), ":pending" after it for a line not booked
+// yet.
 void importFile(pqxx::connection& c, const std::string& gateway, const std::string& sha,
                 const std::vector<std::string>& lines, const std::string& finalPeriod = {}) {
   std::string json = "[";
@@ -40,7 +41,9 @@ void importFile(pqxx::connection& c, const std::string& gateway, const std::stri
             (f[1].isEmpty() ? "" : ",\"flow_kind\":\"" + f[1].toStdString() + "\"") +
             ",\"amount_minor\":" + f[2].toStdString() + ",\"currency\":\"CNY\"" +
             (f[3].isEmpty() ? "" : ",\"idempotency_key\":\"" + f[3].toStdString() + "\"") +
-            ",\"gateway_ref\":\"ref-" + f[0].toStdString() + "\",\"booked\":true,\"fields\":{}}";
+            ",\"gateway_ref\":\"ref-" + f[0].toStdString() + "\",\"booked\":" +
+            (f.size() > 4 && f[4] == QStringLiteral("pending") ? "false" : "true") +
+            ",\"fields\":{}}";
   }
   json += "]";
   pqxx::work tx(c);
@@ -130,6 +133,28 @@ class TestExporterEvidence : public QObject {
              std::optional(scalar("SELECT count(*) FROM idem.records WHERE status = 'UNKNOWN'")));
     QCOMPARE(value(s, "idempotency_unknown_records{older_than=\"0s\"}"), std::optional(2.0));
     QCOMPARE(value(s, "idempotency_unknown_records{older_than=\"1h\"}"), std::optional(0.0));
+  }
+
+  // A line first read as pending counts again, under what its booking found, when a later file
+  // books it: money no record explains pages whether it arrived booked or was booked later.
+  void aPendingLineCountsAgainWhenBooked() {
+    auto c = db_->connect();
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(1));
+    importFile(*c, "stripe", sha(11), {"p1:DEBIT:500::pending", "p2:DEBIT:700::pending"});
+    QVERIFY(waitUntil(
+        [&] { return value(e.scrape(), linesKey("stripe", "pending")) == std::optional(2.0); }));
+    QCOMPARE(value(e.scrape(), linesKey("stripe", "unmatched")), std::optional(0.0));
+    importFile(*c, "stripe", sha(12), {"p1:DEBIT:500:"});
+    QVERIFY(waitUntil(
+        [&] { return value(e.scrape(), linesKey("stripe", "unmatched")) == std::optional(1.0); }));
+    // Booked once, counted once: a third file repeating the booked line changes nothing.
+    importFile(*c, "stripe", sha(13), {"p1:DEBIT:500:", "p2:DEBIT:700::pending"});
+    QVERIFY(e.waitForCollections(2));
+    const Series s = e.scrape();
+    QCOMPARE(value(s, linesKey("stripe", "unmatched")), std::optional(1.0));
+    QCOMPARE(value(s, linesKey("stripe", "pending")), std::optional(2.0));
+    QCOMPARE(scalar("SELECT count(*) FROM idem.statement_line_bookings"), 1.0);
   }
 
   // Importers racing each other with overlapping files while the exporter collects: the counters

@@ -13,6 +13,13 @@ namespace idem::exporter {
 namespace {
 
 constexpr const char* kHasStatements = "SELECT to_regclass('idem.statement_lines') IS NOT NULL";
+constexpr const char* kHasBookings =
+    "SELECT to_regclass('idem.statement_line_bookings') IS NOT NULL";
+
+ReaderLimits withoutWindow(ReaderLimits limits) {
+  limits.window = std::chrono::milliseconds(0);  // no ratio reads the lines
+  return limits;
+}
 
 // Every gateway declared or seen, with the end of its newest final period (NULL: none yet).
 constexpr const char* kLastFinal = R"SQL(
@@ -37,13 +44,10 @@ constexpr std::string_view kOther = "other";
 
 GatewayEvidenceCollector::GatewayEvidenceCollector(ReaderLimits limits, ReadStats& stats,
                                                    std::size_t maxGateways)
-    : reader_(
-          tableQueries("idem.statement_lines", "gateway, result"),
-          [&] {
-            limits.window = std::chrono::milliseconds(0);  // no ratio reads the lines
-            return limits;
-          }(),
-          stats.table("statement_lines")),
+    : reader_(tableQueries("idem.statement_lines", "gateway, result"), withoutWindow(limits),
+              stats.table("statement_lines")),
+      bookings_(tableQueries("idem.statement_line_bookings", "gateway, result"),
+                withoutWindow(limits), stats.table("statement_line_bookings")),
       maxGateways_(maxGateways) {}
 
 std::string GatewayEvidenceCollector::labelOf(const std::string& gateway) {
@@ -80,6 +84,11 @@ void GatewayEvidenceCollector::update(pqxx::connection& connection) {
     }
     schemaChecked_ = true;
   }
+  if (!hasBookings_) {
+    idem::ReadTransaction tx(connection);
+    hasBookings_ = tx.exec1(kHasBookings)[0].as<bool>();
+    tx.commit();
+  }
   std::map<std::string, double> lastFinal;
   std::array<double, kAges.size()> unknown{};
   {
@@ -96,20 +105,23 @@ void GatewayEvidenceCollector::update(pqxx::connection& connection) {
       unknown[i] = ages[static_cast<int>(i)].as<double>();
     tx.commit();
   }
-  reader_.pollAndPublish(
-      connection, [this](const pqxx::row& row, RowOrigin origin) { take(row, origin); },
-      [&, this] {
-        std::lock_guard lock(mutex_);
-        published_ = counts_;
-        lastFinalEnd_ = lastFinal;
-        unknownOlderThan_ = unknown;
-      });
+  const auto sink = [this](const pqxx::row& row, RowOrigin origin) { take(row, origin); };
+  const auto publish = [&, this] {
+    std::lock_guard lock(mutex_);
+    published_ = counts_;
+    lastFinalEnd_ = lastFinal;
+    unknownOlderThan_ = unknown;
+  };
+  // Each row a line's import or its later booking: the same cells, each row once.
+  if (hasBookings_) bookings_.pollAndPublish(connection, sink, publish);
+  reader_.pollAndPublish(connection, sink, publish);
 }
 
 void GatewayEvidenceCollector::collect(std::vector<prometheus::MetricFamily>& out) const {
   auto lines = makeFamily("idempotency_statement_lines_total",
                           "Lines of gateways' statements imported since the exporter started, by "
-                          "what matching found when they were imported: matched, mismatched "
+                          "what matching found when they were imported (a pending line again "
+                          "when a later file books it): matched, mismatched "
                           "(amount, currency or kind disagree), unmatched (money no record "
                           "explains), duplicate (a second side effect of one object), not_a_flow "
                           "(fees, payouts), pending (not booked yet).",
@@ -143,7 +155,7 @@ void GatewayEvidenceCollector::collect(std::vector<prometheus::MetricFamily>& ou
 [[maybe_unused]] const bool registered = registerCollector(
     {.name = "gateway_evidence",
      .order = 70,
-     .tables = {"statement_lines"},
+     .tables = {"statement_lines", "statement_line_bookings"},
      .declareFlags =
          [](CommandLine& cli, ExporterOptions& o) {
            cli.integer("max-gateways", "N",

@@ -1,9 +1,11 @@
 // The gateway's evidence: idem.statement_lines counted as they are imported, by gateway and what
-// matching found (idempotency_statement_lines_total{gateway,result}); the end of each gateway's
-// newest final statement period (idempotency_statement_last_final_period_end_seconds{gateway}, 0
-// while none: the alert on a statement that has not arrived reads it); and the UNKNOWN records
-// still waiting, by age (idempotency_unknown_records{older_than}). Gateways are labels bounded
-// like currencies: the first --max-currencies names seen, then "other".
+// matching found (idempotency_statement_lines_total{gateway,result}), and a pending line again
+// when a later file books it (idem.statement_line_bookings, what the booking found); the end of
+// each gateway's newest final statement period
+// (idempotency_statement_last_final_period_end_seconds{gateway}, 0 while none: the alert on a
+// statement that has not arrived reads it); and the UNKNOWN records still waiting, by age
+// (idempotency_unknown_records{older_than}). Gateways are labels bounded like currencies: the first
+// --max-currencies names seen, then "other".
 #pragma once
 
 #include <array>
@@ -39,6 +41,7 @@ class GatewayEvidenceCollector : public Collector {
   std::string labelOf(const std::string& gateway);
 
   IncrementalReader reader_;
+  IncrementalReader bookings_;
   std::size_t maxGateways_;
   std::set<std::string> gateways_;         // collection thread only
   std::map<std::string, Results> counts_;  // collection thread only
@@ -47,6 +50,7 @@ class GatewayEvidenceCollector : public Collector {
   std::map<std::string, double> lastFinalEnd_;
   std::array<double, kAges.size()> unknownOlderThan_{};
   bool schemaChecked_ = false;
+  bool hasBookings_ = false;  // a schema before the bookings has no pending line booked later
 };
 
 }  // namespace idem::exporter

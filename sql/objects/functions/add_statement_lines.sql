@@ -306,10 +306,18 @@ BEGIN
         LOOP
             PERFORM idem.match_statement_line(l.id);
         END LOOP;
+        -- What each booking found, for the readers that count lines as they arrive.
+        EXECUTE $sql$
+            INSERT INTO idem.statement_line_bookings (line, gateway, result)
+            SELECT x.id, x.gateway, x.result
+              FROM pg_temp.statement_held AS h
+              JOIN idem.statement_lines AS x ON x.id = h.id
+             WHERE NOT h.booked AND h.new_booked AND h.flow_kind IS NOT NULL
+            ON CONFLICT (line) DO NOTHING $sql$;
     END IF;
     RETURN v_new;
 END
 $function$;
 
 COMMENT ON FUNCTION idem.add_statement_lines(bigint, jsonb) IS
-    'The gateway''s word (idem_ledger): adds a batch of the open statement''s lines (a JSON array of objects: line_id, source_line, category, flow_kind, amount_minor, currency, fee_minor, booked_at, value_date, gateway_ref, idempotency_key, biz_id, booked, fields); each new one is matched (idem.match_gateway_lines, the batch at once) and, when matched, its flow recorded and its record resolved. A line id repeated within the file, or held from another file with a different amount, currency or kind, stops the import (23505) naming the file''s line; a line id a concurrent import of another file added meanwhile stops it with 40001. Returns how many lines were new.';
+    'The gateway''s word (idem_ledger): adds a batch of the open statement''s lines (a JSON array of objects: line_id, source_line, category, flow_kind, amount_minor, currency, fee_minor, booked_at, value_date, gateway_ref, idempotency_key, biz_id, booked, fields); each new one is matched (idem.match_gateway_lines, the batch at once) and, when matched, its flow recorded and its record resolved. A pending line a later file books is matched then, and what that found is appended to idem.statement_line_bookings. A line id repeated within the file, or held from another file with a different amount, currency or kind, stops the import (23505) naming the file''s line; a line id a concurrent import of another file added meanwhile stops it with 40001. Returns how many lines were new.';
