@@ -278,9 +278,11 @@ CREATE TABLE idem.gateways (
     absence_is_evidence boolean DEFAULT false NOT NULL,
     declared_by text DEFAULT SESSION_USER NOT NULL,
     declared_at timestamp with time zone DEFAULT now() NOT NULL,
+    not_found_after interval DEFAULT '00:10:00'::interval NOT NULL,
     CONSTRAINT gateways_absence_needs_types CHECK (((NOT absence_is_evidence) OR (cardinality(biz_types) > 0))),
     CONSTRAINT gateways_delay_valid CHECK (((settlement_delay >= '00:00:00'::interval) AND (settlement_delay <= '60 days'::interval))),
-    CONSTRAINT gateways_name_valid CHECK (((char_length(gateway) BETWEEN 1 AND 64) AND (gateway !~ '[^A-Za-z0-9_.-]'::text)))
+    CONSTRAINT gateways_name_valid CHECK (((char_length(gateway) BETWEEN 1 AND 64) AND (gateway !~ '[^A-Za-z0-9_.-]'::text))),
+    CONSTRAINT gateways_not_found_after_valid CHECK (((not_found_after >= '00:00:00'::interval) AND (not_found_after <= '7 days'::interval)))
 );
 
 
@@ -288,6 +290,9 @@ ALTER TABLE idem.gateways OWNER TO idem_owner;
 
 -- COMMENT: TABLE gateways
 COMMENT ON TABLE idem.gateways IS 'A payment gateway whose statements and callbacks are evidence: biz_types (the business types whose side effects it carries), settlement_delay (how long a side effect takes to reach its statement), absence_is_evidence (a final statement without a line for an UNKNOWN record of those types may resolve it FAILED; off until the owner enables it with idem.declare_gateway).';
+
+-- COMMENT: COLUMN gateways.not_found_after
+COMMENT ON COLUMN idem.gateways.not_found_after IS 'How old a record''s last change must be before this gateway''s status answer "did not happen" decides it FAILED (a younger answer may only mean the gateway has not recorded the call yet).';
 
 -- TABLE: ledger_objects
 CREATE TABLE idem.ledger_objects (

@@ -146,6 +146,12 @@ class TestGatewayEvidence : public QObject {
         "interval '" +
         ago + "' WHERE idempotency_key = '" + key + "'; SET session_replication_role = origin");
   }
+  void lastChangedAgo(const std::string& key, const std::string& ago) {
+    db_->exec(
+        "SET session_replication_role = replica; UPDATE idem.records SET updated_at = now() - "
+        "interval '" +
+        ago + "' WHERE idempotency_key = '" + key + "'; SET session_replication_role = origin");
+  }
 
  private slots:
   void initTestCase() {
@@ -528,8 +534,20 @@ class TestGatewayEvidence : public QObject {
                                "'ord-19:pay', 'q-19-1', NULL, NULL, NULL, NULL, NULL, '{}')"),
              std::string("pending"));
     QCOMPARE(statusOf("ord-19:pay"), std::string("UNKNOWN"));
+    // "No such payment" about a call made a moment ago may only mean the gateway has not recorded
+    // it yet: it decides nothing until the record's last change is old enough (10 minutes here).
     QCOMPARE(ledger.firstField("SELECT record_status FROM idem.record_lookup_answer('stripe', "
                                "'ord-19:pay', 'q-19-2', false, NULL, NULL, NULL, NULL, '{}')"),
+             std::string("UNKNOWN"));
+    QVERIFY(field("SELECT detail FROM idem.gateway_events WHERE event_id = 'q-19-2'")
+                .find("ask again later") != std::string::npos);
+    lastChangedAgo("ord-19:pay", "9 minutes");
+    QCOMPARE(ledger.firstField("SELECT record_status FROM idem.record_lookup_answer('stripe', "
+                               "'ord-19:pay', 'q-19-3', false, NULL, NULL, NULL, NULL, '{}')"),
+             std::string("UNKNOWN"));
+    lastChangedAgo("ord-19:pay", "11 minutes");
+    QCOMPARE(ledger.firstField("SELECT record_status FROM idem.record_lookup_answer('stripe', "
+                               "'ord-19:pay', 'q-19-4', false, NULL, NULL, NULL, NULL, '{}')"),
              std::string("FAILED"));
     // A gateway that answers with another amount is a mismatch, not a decision.
     lostAnswer("ord-20:pay", "ord-20");
@@ -542,6 +560,7 @@ class TestGatewayEvidence : public QObject {
     ledger.firstField(
         "SELECT * FROM idem.record_fund_flow('payment', 'ord-21', 'DEBIT', 2990, "
         "'CNY', 'ch_21', 'ord-21:pay')");
+    lastChangedAgo("ord-21:pay", "1 hour");
     QCOMPARE(ledger.firstField("SELECT record_status FROM idem.record_lookup_answer('stripe', "
                                "'ord-21:pay', 'q-21', false, NULL, NULL, NULL, NULL, '{}')"),
              std::string("UNKNOWN"));
@@ -628,10 +647,13 @@ class TestGatewayEvidence : public QObject {
     ledger.firstField(
         "SELECT * FROM idem.ingest_callback('stripe', 'evt_36', 'DEBIT', 3090, 'CNY', "
         "'ch_36', 'ord-36:pay', NULL, '{}')");  // another amount: mismatched
+    lastChangedAgo("ord-36:pay", "1 hour");     // old enough for "did not happen" to count
     ledger.firstField(
         "SELECT * FROM idem.record_lookup_answer('stripe', 'ord-36:pay', 'q-36', "
         "false, NULL, NULL, NULL, NULL, '{}')");
     QCOMPARE(statusOf("ord-36:pay"), std::string("UNKNOWN"));
+    QVERIFY(field("SELECT detail FROM idem.gateway_events WHERE event_id = 'q-36'")
+                .find("reported money moving") != std::string::npos);
     lostAnswer("ord-37:pay", "ord-37");
     ledger.firstField(
         "SELECT * FROM idem.record_lookup_answer('otherpsp', 'ord-37:pay', 'q-37', "

@@ -152,7 +152,8 @@ class TestGatewayLookup : public QObject {
   void init() {
     db_->reset();
     // The stand-in carries payments and refunds: its "did not happen" may decide them.
-    db_->exec("SELECT idem.declare_gateway('standin', ARRAY['payment', 'refund'], '0', false)");
+    db_->exec(
+        "SELECT idem.declare_gateway('standin', ARRAY['payment', 'refund'], '0', false, '0')");
     dir_ = std::make_unique<QTemporaryDir>();
     QVERIFY(dir_->isValid());
   }

@@ -232,6 +232,7 @@ int runDeclareGateway(const std::vector<std::string>& args, Streams streams,
   std::vector<std::string> names, bizTypes;
   std::optional<std::string> dsn;
   std::chrono::milliseconds delay = std::chrono::hours(72);
+  std::chrono::milliseconds notFoundAfter = std::chrono::minutes(10);
   bool absence = false;
   CommandLine cli("idemctl declare-gateway", "idemctl declare-gateway NAME [flags]",
                   "Declares what a gateway carries and how far its statements may be trusted. "
@@ -246,6 +247,11 @@ int runDeclareGateway(const std::vector<std::string>& args, Streams streams,
                "how long a side effect takes to reach its statement (default 72h)", delay);
   cli.flag("absence-is-evidence", "a final statement's silence resolves FAILED (default off)",
            absence);
+  cli.duration("not-found-after",
+               "how old a record's last change must be before the gateway's status answer \"did "
+               "not happen\" decides it FAILED; younger, the gateway may not have recorded the "
+               "call yet (default 10m)",
+               notFoundAfter);
   declareDsn(cli, dsn);
   if (!cli.parse(args, streams.out)) return kOk;
   if (names.size() != 1) throw UsageError("name one gateway");
@@ -259,14 +265,16 @@ int runDeclareGateway(const std::vector<std::string>& args, Streams streams,
     // Business type names hold no comma (A-Z a-z 0-9 _ . -): the database says so of any other.
     tx.exec_params(
         "SELECT idem.declare_gateway($1, coalesce(string_to_array(nullif($2, ''), ','), '{}'), "
-        "make_interval(secs => $3), $4)",
-        names.front(), joined, static_cast<double>(delay.count()) / 1000.0, absence);
+        "make_interval(secs => $3), $4, make_interval(secs => $5))",
+        names.front(), joined, static_cast<double>(delay.count()) / 1000.0, absence,
+        static_cast<double>(notFoundAfter.count()) / 1000.0);
     tx.commit();
   });
   streams.out << "gateway " << names.front() << ": carries "
               << (joined.empty() ? std::string("no declared business type") : joined)
               << "; settlement delay " << formatDuration(delay) << "; absence is "
-              << (absence ? "" : "not ") << "evidence\n";
+              << (absence ? "" : "not ") << "evidence; \"did not happen\" counts after "
+              << formatDuration(notFoundAfter) << "\n";
   return kOk;
 }
 

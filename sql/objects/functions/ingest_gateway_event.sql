@@ -37,6 +37,7 @@ DECLARE
     v_ref   text;
     v_evid  jsonb;
     v_detail text;
+    v_not_found_after interval;
 BEGIN
     IF p_gateway IS NULL OR char_length(p_gateway) NOT BETWEEN 1 AND 64
        OR p_gateway ~ '[^A-Za-z0-9_.-]' THEN
@@ -94,7 +95,8 @@ BEGIN
         -- carries the record's business type and nothing the gateway said before contradicts it:
         -- no line or event naming the record or its business object that reported money moving
         -- (whatever matching found) or pending.
-        SELECT x.idempotency_key, x.biz_type, x.biz_id, x.status, x.version, x.lease_expires_at
+        SELECT x.idempotency_key, x.biz_type, x.biz_id, x.status, x.version, x.lease_expires_at,
+               x.updated_at
           INTO r
           FROM idem.records AS x WHERE x.idempotency_key = p_idempotency_key;
         IF NOT FOUND THEN
@@ -102,6 +104,9 @@ BEGIN
             v_detail := 'no record has its idempotency key';
         ELSE
             record_key := r.idempotency_key;
+            SELECT g.not_found_after INTO v_not_found_after
+              FROM idem.gateways AS g WHERE g.gateway = p_gateway;
+            v_not_found_after := coalesce(v_not_found_after, interval '10 minutes');
             result := 'not_a_flow';
             v_detail := 'the gateway says it did not happen';
             IF r.biz_type <> ALL (coalesce((SELECT g.biz_types FROM idem.gateways AS g
@@ -109,6 +114,12 @@ BEGIN
                 v_detail := v_detail || format('; not resolved: %s is not declared to carry %s '
                                                '(idemctl declare-gateway --biz-types)',
                                                p_gateway, r.biz_type);
+            ELSIF p_source = 'lookup' AND r.updated_at > now() - v_not_found_after THEN
+                -- A status API may not know yet of a call it received a moment ago: its "no such
+                -- payment" counts only once the record's last change is old enough.
+                v_detail := v_detail || format('; not resolved: %s''s "did not happen" counts %s after the record''s last change, and that was %s ago: ask again later (idemctl declare-gateway --not-found-after)',
+                                               p_gateway, v_not_found_after,
+                                               date_trunc('second', now() - r.updated_at));
             ELSIF EXISTS (SELECT FROM idem.statement_lines AS l
                            WHERE l.flow_kind IS NOT NULL
                              AND (l.idempotency_key = r.idempotency_key
