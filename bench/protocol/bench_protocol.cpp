@@ -5,8 +5,13 @@
 //   protocol   idem.begin then idem.complete with the claim token begin returned (schema v2: two
 //              commits, plus the attempt row, the transition rows and the uniqueness checks);
 //   v1         with --v1.dsn, a database migrated only to schema version 1 (001..005): its begin
-//              and its 3-argument complete as raw SQL, so that the cost of v2's guarantees is
-//              measured against v1 in the same run.
+//              and its 3-argument complete as raw SQL, sent the way idem::ProtocolClient sends
+//              v2's (unnamed statements, parsed and planned each call, as PgBouncer's transaction
+//              mode requires), so that the cost of v2's guarantees is measured against v1 in the
+//              same run and nothing else;
+//   v1 prep    with --v1.prepared too, v1's calls as prepared statements: what planning each call
+//              costs (an earlier version of this benchmark measured v1 this way against an
+//              unnamed v2 and so charged v2 with the difference).
 // Each client thread has its own connection and prepared statements; every statement is its own
 // transaction, as the protocol requires. Variants are interleaved and repeated; the median counts.
 // Besides throughput it reports the server CPU time and WAL bytes per operation (read from
@@ -49,6 +54,10 @@ CREATE TABLE bench.hand (LIKE bench.plain INCLUDING ALL);
 ALTER TABLE bench.hand ADD CONSTRAINT hand_biz_status UNIQUE (biz_type, biz_id, status);
 )SQL";
 
+constexpr const char* kVersion1Begin =
+    "SELECT outcome, version FROM idem.begin($1, 'payment', $2, 'pay', $3, 'initial', $4::jsonb)";
+constexpr const char* kVersion1Complete = "SELECT result FROM idem.complete($1, $2, $3::jsonb)";
+
 constexpr const char* kPayload = R"({"amount_minor": 2990, "currency": "CNY", "tool": "pay"})";
 constexpr const char* kResponse = R"({"status": "ok", "gateway_ref": "gw-1"})";
 
@@ -73,7 +82,7 @@ struct ClientResult {
   long long serverCpuMicros = -1;
 };
 
-enum class Variant { Plain, Hand, Protocol, Version1 };
+enum class Variant { Plain, Hand, Protocol, Version1, Version1Prepared };
 const char* name(Variant v) {
   switch (v) {
     case Variant::Plain:
@@ -84,6 +93,8 @@ const char* name(Variant v) {
       return "begin+complete";
     case Variant::Version1:
       return "v1 begin+compl";
+    case Variant::Version1Prepared:
+      return "v1 prepared";
   }
   return "?";
 }
@@ -106,12 +117,9 @@ ClientResult client(const idem::ConnectionSettings& settings, Variant v, int thr
                 "response_payload = $2::jsonb, updated_at = now() "
                 "WHERE idempotency_key = $1 AND status = 'PROCESSING'");
   std::optional<idem::ProtocolClient> protocol;
-  if (v == Variant::Version1) {
-    conn->prepare(
-        "v1_begin",
-        "SELECT outcome, version FROM idem.begin($1, 'payment', $2, 'pay', $3, 'initial', "
-        "$4::jsonb)");
-    conn->prepare("v1_complete", "SELECT result FROM idem.complete($1, $2, $3::jsonb)");
+  if (v == Variant::Version1 || v == Variant::Version1Prepared) {
+    conn->prepare("v1_begin", kVersion1Begin);
+    conn->prepare("v1_complete", kVersion1Complete);
   } else {
     protocol.emplace(*conn);
   }
@@ -155,20 +163,24 @@ ClientResult client(const idem::ConnectionSettings& settings, Variant v, int thr
           }
           break;
         }
-        case Variant::Version1: {
+        case Variant::Version1:
+        case Variant::Version1Prepared: {
+          const bool prepared = v == Variant::Version1Prepared;
           int version = 0;
           {
             pqxx::nontransaction tx(*conn);
-            const pqxx::row b = tx.exec_prepared1("v1_begin", key, biz, "h" + key, kPayload);
+            const pqxx::row b =
+                prepared ? tx.exec_prepared1("v1_begin", key, biz, "h" + key, kPayload)
+                         : tx.exec_params1(kVersion1Begin, key, biz, "h" + key, kPayload);
             if (std::string(b[0].c_str()) != "executed")
               throw std::runtime_error("v1 begin " + key);
             version = b[1].as<int>();
           }
           pqxx::nontransaction tx(*conn);
-          if (std::string(tx.exec_prepared1("v1_complete", key, version, kResponse)[0].c_str()) !=
-              "ok") {
-            throw std::runtime_error("v1 complete " + key);
-          }
+          const pqxx::row c = prepared
+                                  ? tx.exec_prepared1("v1_complete", key, version, kResponse)
+                                  : tx.exec_params1(kVersion1Complete, key, version, kResponse);
+          if (std::string(c[0].c_str()) != "ok") throw std::runtime_error("v1 complete " + key);
           break;
         }
       }
@@ -233,7 +245,7 @@ int main(int argc, char** argv) {
     std::optional<std::string> dsn, v1Dsn;
     int seconds = 10, repeat = 3;
     std::vector<std::string> threadList{"1", "2", "8"};
-    bool onlyProtocol = false;
+    bool onlyProtocol = false, v1Prepared = false;
     idem::CommandLine cli("bench_protocol", "bench_protocol [flags]");
     cli.text("db.dsn", "DSN", "database to measure in (a scratch database: tables are created)",
              dsn);
@@ -245,6 +257,9 @@ int main(int argc, char** argv) {
              "also measure schema version 1's begin+complete in this database (migrated to 005 "
              "only)",
              v1Dsn);
+    cli.flag("v1.prepared",
+             "with --v1.dsn, also measure v1 through prepared statements (what planning costs)",
+             v1Prepared);
     cli.flag("only-protocol", "run only begin+complete (for profiling the server)", onlyProtocol);
     if (!cli.parse(std::vector<std::string>(argv + 1, argv + argc), std::cout)) return 0;
     const auto settings = idem::ConnectionSettings::resolve(dsn);
@@ -269,7 +284,7 @@ int main(int argc, char** argv) {
                 "WAL B/op");
     int run = 0;
     for (int threads : threadCounts) {
-      std::vector<Measurement> plain, hand, protocol, version1;
+      std::vector<Measurement> plain, hand, protocol, version1, version1Prepared;
       if (onlyProtocol) {
         const Measurement m =
             measure(settings, Variant::Protocol, threads, ++run, std::chrono::seconds(seconds));
@@ -284,16 +299,22 @@ int main(int argc, char** argv) {
         protocol.push_back(measure(settings, Variant::Protocol, threads, ++run, length));
         if (v1Settings)
           version1.push_back(measure(*v1Settings, Variant::Version1, threads, ++run, length));
+        if (v1Settings && v1Prepared) {
+          version1Prepared.push_back(
+              measure(*v1Settings, Variant::Version1Prepared, threads, ++run, length));
+        }
       }
       auto median = [](std::vector<Measurement> v, double Measurement::*field) {
         std::sort(v.begin(), v.end(),
                   [&](const Measurement& a, const Measurement& b) { return a.*field < b.*field; });
         return v[v.size() / 2].*field;
       };
-      const std::pair<Variant, std::vector<Measurement>*> rows[] = {{Variant::Plain, &plain},
-                                                                    {Variant::Hand, &hand},
-                                                                    {Variant::Protocol, &protocol},
-                                                                    {Variant::Version1, &version1}};
+      const std::pair<Variant, std::vector<Measurement>*> rows[] = {
+          {Variant::Plain, &plain},
+          {Variant::Hand, &hand},
+          {Variant::Protocol, &protocol},
+          {Variant::Version1, &version1},
+          {Variant::Version1Prepared, &version1Prepared}};
       for (const auto& [variant, ms] : rows) {
         if (ms->empty()) continue;
         std::printf("%-8d %-15s %12.0f %16.1f %12.0f\n", threads, name(variant),
@@ -314,6 +335,14 @@ int main(int argc, char** argv) {
             "%-8d v1 begin+complete / hand-written: throughput %.2fx; v2 / v1: throughput "
             "%.2fx, server CPU per op %.2fx\n",
             threads, o / h, q / o, qc / oc);
+      }
+      if (!version1Prepared.empty()) {
+        const double p = median(version1Prepared, &Measurement::serverCpuMicrosPerOp);
+        const double oc = median(version1, &Measurement::serverCpuMicrosPerOp);
+        std::printf(
+            "%-8d v1 unnamed / v1 prepared: server CPU per op %.2fx; v2 (unnamed) / v1 "
+            "prepared: %.2fx\n",
+            threads, oc / p, qc / p);
       }
       std::printf("\n");
       std::fflush(stdout);
