@@ -215,6 +215,57 @@ class TestGatewayLookup : public QObject {
     QCOMPARE(statusOf("pay-never"), std::string("FAILED"));
   }
 
+  // A gateway whose status query takes a body: POST, the key escaped for the body's type (JSON
+  // string characters, or URL-encoded in a form), the same answers and decisions as a GET.
+  void aGatewayAskedByPostAnswers() {
+    const std::string quoted = "pay \"post\" \\ 1";  // escaped in a JSON body
+    const std::string formed = "pay form/2+x&y=1";   // URL-encoded in a form
+    lostAnswer("pay-post");
+    lostAnswer(quoted);
+    StandIn gateway(
+        {"--truth", QString::fromStdString(truth({charge("pay-post", "succeeded"),
+                                                  charge("pay \\\"post\\\" \\\\ 1", "failed"),
+                                                  charge(formed, "failed")}))});
+    QVERIFY(gateway.port() > 0);
+    const auto posting = [&](const std::string& name, const std::string& body) {
+      return write(name, "gateway: standin\nbiz_types: [payment]\nurl: \"http://127.0.0.1:" +
+                             std::to_string(gateway.port()) +
+                             "/v1/payments/query\"\nmethod: POST\n" + body +
+                             "status:\n  pointer: /status\n  happened: [succeeded]\n"
+                             "  not_happened: [failed]\namount: {pointer: /amount}\n"
+                             "currency: {pointer: /currency}\nreference: {pointer: /id}\n"
+                             "max_per_round: 10\n");
+    };
+    // JSON: the template writes the quotes, the key's characters are escaped as a JSON string's.
+    QCOMPARE(lookup(posting("post-json.yaml", "body: '{\"key\": \"{key}\"}'\n")), 0);
+    QVERIFY2(outSays("asked 2: succeeded 1, failed 1, unknown 0, errors 0"), out_.c_str());
+    QCOMPARE(statusOf("pay-post"), std::string("SUCCESS"));
+    QCOMPARE(statusOf(quoted), std::string("FAILED"));
+    // A form: URL-encoded.
+    lostAnswer(formed);
+    QCOMPARE(
+        lookup(posting("post-form.yaml",
+                       "body: \"key={key}\"\ncontent_type: application/x-www-form-urlencoded\n")),
+        0);
+    QVERIFY2(outSays("asked 1: succeeded 0, failed 1, unknown 0, errors 0"), out_.c_str());
+    QCOMPARE(statusOf(formed), std::string("FAILED"));
+    const std::string log = gateway.stop();
+    QVERIFY2(log.find("POST /v1/payments/query -> 200") != std::string::npos, log.c_str());
+
+    // What the configuration may not say.
+    QCOMPARE(lookup(posting("post-nobody.yaml", "")), 2);
+    QVERIFY2(errSays("post-nobody.yaml:4:9: method: POST needs a body"), err_.c_str());
+    QCOMPARE(lookup(posting("post-same.yaml", "body: '{}'\n")), 2);
+    QVERIFY2(errSays("url: names neither {key} nor {biz_id}, nor does the body"), err_.c_str());
+    QCOMPARE(lookup(posting("post-type.yaml", "body: \"{key}\"\ncontent_type: text/plain\n")), 2);
+    QVERIFY2(errSays("content_type: application/json or application/x-www-form-urlencoded"),
+             err_.c_str());
+    QCOMPARE(lookup(config(1, "body: \"{key}\"\n", "http", "get-body.yaml")), 2);
+    QVERIFY2(errSays("body: a GET carries no body"), err_.c_str());
+    QCOMPARE(lookup(config(1, "method: PUT\n", "http", "put.yaml")), 2);
+    QVERIFY2(errSays("method: a status lookup reads: GET, or POST"), err_.c_str());
+  }
+
   void errorsAndTimeoutsDecideNothing() {
     lostAnswer("pay-e1");
     lostAnswer("pay-e2");

@@ -5,10 +5,11 @@
 //   {"key": "pay-1", "status": "succeeded", "amount_minor": 2990, "currency": "CNY", "id": "ch_1"}
 //
 // and answers GET /v1/payments/{key} with 200 {"id", "status", "amount", "currency"} (the amount in
-// minor units), or 404 {"error": "not_found"} for a key it never saw. Fault switches make it answer
-// late, fail, throttle, lie about an amount, or refuse a request without the bearer token it was
-// given (never logged). One thread per connection; each request is logged
-// to stderr on one line. It runs until killed.
+// minor units), or 404 {"error": "not_found"} for a key it never saw; POST /v1/payments/query with
+// the key in the body ({"key": ...} as JSON, or key=... as a form) answers the same. Fault switches
+// make it answer late, fail, throttle, lie about an amount, or refuse a request without the bearer
+// token it was given (never logged). One thread per connection; each request is logged to stderr on
+// one line. It runs until killed.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -199,12 +200,15 @@ http::response<http::string_body> answer(Server& server,
     std::this_thread::sleep_for(std::chrono::milliseconds(server.options.delayMs));
   }
   constexpr std::string_view kPrefix = "/v1/payments/";
+  constexpr std::string_view kQuery = "/v1/payments/query";
   const std::string targetText(request.target());
   const std::string_view target = targetText;
-  if (request.method() != http::verb::get) {
+  const bool post = request.method() == http::verb::post;
+  if (!post && request.method() != http::verb::get) {
     return reply(http::status::method_not_allowed, {{"error", "method_not_allowed"}});
   }
-  if (target.substr(0, kPrefix.size()) != kPrefix || target.size() == kPrefix.size()) {
+  if (post != (target == kQuery) || target.substr(0, kPrefix.size()) != kPrefix ||
+      target.size() == kPrefix.size()) {
     return reply(http::status::not_found, {{"error", "no_such_endpoint"}});
   }
   if (server.bearer && request[http::field::authorization] != "Bearer " + *server.bearer) {
@@ -215,9 +219,29 @@ http::response<http::string_body> answer(Server& server,
     return reply(http::status::too_many_requests, {{"error", "rate_limited"}});
   }
   if (server.failsNow()) return reply(http::status::internal_server_error, {{"error", "internal"}});
-  std::string_view rest = target.substr(kPrefix.size());
-  rest = rest.substr(0, rest.find('?'));
-  const std::string key = urlDecoded(rest);
+  std::string key;
+  if (post) {
+    const std::string type(request[http::field::content_type]);
+    if (type == "application/json") {
+      const Json body = Json::parse(request.body(), nullptr, /*allow_exceptions=*/false);
+      if (!body.is_object() || !body.contains("key") || !body["key"].is_string())
+        return reply(http::status::bad_request, {{"error", "no_key_in_body"}});
+      key = body["key"].get<std::string>();
+    } else if (type == "application/x-www-form-urlencoded") {
+      const std::string_view form = request.body();
+      if (form.substr(0, 4) != "key=")
+        return reply(http::status::bad_request, {{"error", "no_key_in_body"}});
+      key = urlDecoded(form.substr(4, form.find('&') == std::string_view::npos
+                                          ? std::string_view::npos
+                                          : form.find('&') - 4));
+    } else {
+      return reply(http::status::unsupported_media_type, {{"error", "unsupported_media_type"}});
+    }
+  } else {
+    std::string_view rest = target.substr(kPrefix.size());
+    rest = rest.substr(0, rest.find('?'));
+    key = urlDecoded(rest);
+  }
   const std::optional<Json> entry = server.truth.find(key);
   if (!entry) return reply(http::status::not_found, {{"error", "not_found"}});
   Json body{{"id", entry->value("id", "pi_" + key)}, {"status", entry->value("status", "")}};
@@ -278,7 +302,10 @@ int run(int argc, char** argv) {
       "idemwatch-gateway-standin", "idemwatch-gateway-standin --truth FILE [flags]",
       "A payment gateway's status endpoint for tests and demos: GET /v1/payments/{key} answers\n"
       "what the truth file (JSON lines: key, status, amount_minor, currency, id; re-read when it\n"
-      "changes) says, 404 for a key it never saw. Prints \"listening on HOST:PORT\" once bound.");
+      "changes) says, 404 for a key it never saw; POST /v1/payments/query takes the key in its\n"
+      "body ({\"key\": ...} as JSON, or key=... as a form). Prints \"listening on HOST:PORT\" "
+      "once\n"
+      "bound.");
   cli.text("listen", "HOST:PORT", "where to listen (port 0: any free port)", options.listen);
   cli.text("truth", "FILE", "the JSON lines saying what happened to each key", options.truth);
   cli.text("tls-cert", "FILE", "serve HTTPS with this certificate chain (PEM)", options.tlsCert);

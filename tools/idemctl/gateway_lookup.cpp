@@ -51,14 +51,18 @@ using std::chrono::milliseconds;
 // ---------------------------------------------------------------------------------------------
 // The configuration
 
-constexpr std::array<std::string_view, 17> kTopKeys{
-    "gateway",     "biz_types", "url",        "method",        "headers", "credentials_dir",
-    "credentials", "timeout",   "rate_limit", "max_per_round", "retries", "ca_file",
-    "status",      "amount",    "currency",   "reference",     "kind"};
+constexpr std::array<std::string_view, 19> kTopKeys{
+    "gateway", "biz_types",       "url",         "method",  "body",       "content_type",
+    "headers", "credentials_dir", "credentials", "timeout", "rate_limit", "max_per_round",
+    "retries", "ca_file",         "status",      "amount",  "currency",   "reference",
+    "kind"};
+// The bodies a POST lookup may send, and so how {key} and {biz_id} are escaped in them.
+constexpr std::string_view kJson = "application/json";
+constexpr std::string_view kForm = "application/x-www-form-urlencoded";
 constexpr std::array<std::string_view, 4> kKinds{"DEBIT", "CAPTURE", "REFUND", "CREDIT"};
 // Headers idemctl writes itself: a configuration that set them would break the exchange.
-constexpr std::array<std::string_view, 5> kOwnHeaders{"host", "content-length", "transfer-encoding",
-                                                      "connection", "upgrade"};
+constexpr std::array<std::string_view, 6> kOwnHeaders{
+    "host", "content-length", "transfer-encoding", "connection", "upgrade", "content-type"};
 constexpr std::size_t kBodyLimit = std::size_t{1024} * 1024;
 constexpr milliseconds kLongestRetryAfter{60'000};
 constexpr int kNotesShown = 20;
@@ -229,7 +233,8 @@ bool isToken(const std::string& name) {
   });
 }
 
-void readUrl(const ConfigReader& reader, const YAML::Node& node, LookupConfig& c) {
+// Reads url into c; whether its path or query names {key} or {biz_id}.
+bool readUrl(const ConfigReader& reader, const YAML::Node& node, LookupConfig& c) {
   const std::string url = reader.nonEmpty(node, "url");
   auto bad = [&](const std::string& problem) { reader.fail(node.Mark(), "url", problem); };
   if (url.find("${") != std::string::npos) {
@@ -288,12 +293,12 @@ void readUrl(const ConfigReader& reader, const YAML::Node& node, LookupConfig& c
     }
     named = true;
   }
-  if (!named) bad("names neither {key} nor {biz_id}: every record would be asked the same");
   for (const char ch : c.target) {
     if (static_cast<unsigned char>(ch) <= 0x20 || static_cast<unsigned char>(ch) >= 0x7f) {
       bad("a space or a character outside ASCII: write it percent-encoded");
     }
   }
+  return named;
 }
 
 double readRate(const ConfigReader& reader, const YAML::Node& node) {
@@ -360,12 +365,8 @@ LookupConfig loadLookupConfig(const std::string& path) {
   }
   c.bizTypes = reader.texts(reader.required(root, "biz_types", ""), "biz_types");
   if (c.bizTypes.empty()) reader.fail(root["biz_types"].Mark(), "biz_types", "empty");
-  readUrl(reader, reader.required(root, "url", ""), c);
-  if (const YAML::Node method = root["method"]) {
-    if (reader.text(method, "method") != "GET") {
-      reader.fail(method.Mark(), "method", "a status lookup reads: GET is the one method");
-    }
-  }
+  const YAML::Node url = reader.required(root, "url", "");
+  const bool urlNamesRecord = readUrl(reader, url, c);
 
   CredentialSources sources;
   if (const YAML::Node dir = root["credentials_dir"]) {
@@ -378,6 +379,45 @@ LookupConfig loadLookupConfig(const std::string& path) {
       sources.files[name] = reader.nonEmpty(entry.second, "credentials." + name);
     }
   }
+  // A POST asks with a body (a gateway whose status query takes one); a GET never carries one.
+  if (const YAML::Node method = root["method"]) {
+    const std::string m = reader.text(method, "method");
+    if (m != "GET" && m != "POST") {
+      reader.fail(method.Mark(), "method",
+                  "a status lookup reads: GET, or POST for a gateway whose query takes a body, "
+                  "got '" +
+                      m + "'");
+    }
+    c.post = m == "POST";
+  }
+  const YAML::Node body = root["body"];
+  if (c.post && !body) reader.fail(root["method"].Mark(), "method", "POST needs a body");
+  if (!c.post && body) reader.fail(body.Mark(), "body", "a GET carries no body: method: POST");
+  bool bodyNamesRecord = false;
+  if (body) {
+    c.body = expandCredentials(reader, body, "body", sources);
+    bodyNamesRecord =
+        c.body.find("{key}") != std::string::npos || c.body.find("{biz_id}") != std::string::npos;
+    c.contentType = std::string(kJson);
+    if (const YAML::Node type = root["content_type"]) {
+      c.contentType = reader.text(type, "content_type");
+      if (c.contentType != kJson && c.contentType != kForm) {
+        reader.fail(type.Mark(), "content_type",
+                    "application/json or application/x-www-form-urlencoded (how {key} and "
+                    "{biz_id} are escaped in the body), got '" +
+                        c.contentType + "'");
+      }
+    }
+  } else if (const YAML::Node type = root["content_type"]) {
+    reader.fail(type.Mark(), "content_type", "only with a body");
+  }
+  if (!urlNamesRecord && !bodyNamesRecord) {
+    reader.fail(url.Mark(), "url",
+                std::string("names neither {key} nor {biz_id}") +
+                    (c.post ? ", nor does the body" : "") +
+                    ": every record would be asked the same");
+  }
+
   if (const YAML::Node headers = root["headers"]) {
     if (!headers.IsMap()) reader.fail(headers.Mark(), "headers", "expected a mapping NAME: VALUE");
     for (const auto& entry : headers) {
@@ -505,6 +545,29 @@ std::string expandTarget(const std::string& target, const std::string& key,
   return out;
 }
 
+// A POST body's {key} and {biz_id}: as JSON string characters (the template writes the quotes) or
+// URL-encoded for a form.
+std::string expandBody(const LookupConfig& c, const std::string& key, const std::string& bizId) {
+  const auto escaped = [&](const std::string& value) {
+    if (c.contentType == kForm) return urlEncoded(value);
+    const std::string quoted = Json(value).dump();
+    return quoted.substr(1, quoted.size() - 2);
+  };
+  std::string out;
+  for (std::size_t at = 0; at < c.body.size();) {
+    if (c.body.compare(at, 5, "{key}") == 0) {
+      out += escaped(key);
+      at += 5;
+    } else if (c.body.compare(at, 8, "{biz_id}") == 0) {
+      out += escaped(bizId);
+      at += 8;
+    } else {
+      out += c.body[at++];
+    }
+  }
+  return out;
+}
+
 bool isAddress(const std::string& host) {
   boost::system::error_code ec;
   (void)net::ip::make_address(host, ec);
@@ -541,7 +604,7 @@ std::optional<milliseconds> retryAfterOf(std::string_view value) {
 struct Exchange {
   const LookupConfig& config;
   net::ssl::context* tls;
-  http::request<http::empty_body> request;
+  http::request<http::string_body> request;
   Clock::time_point deadline;
   std::string verifyNote;
   Attempt result;
@@ -673,9 +736,10 @@ net::awaitable<void> exchangeOnce(net::io_context& io, Exchange& x) {
   lowest.socket().shutdown(tcp::socket::shutdown_both, ec);
 }
 
-Attempt exchange(const LookupConfig& config, net::ssl::context* tls, const std::string& target) {
+Attempt exchange(const LookupConfig& config, net::ssl::context* tls, const std::string& target,
+                 const std::string& body) {
   Exchange x{config, tls, {}, Clock::now() + config.timeout, {}, {}};
-  x.request.method(http::verb::get);
+  x.request.method(config.post ? http::verb::post : http::verb::get);
   x.request.target(target);
   x.request.version(11);
   const bool defaultPort = (config.scheme == "https" && config.port == "443") ||
@@ -687,6 +751,11 @@ Attempt exchange(const LookupConfig& config, net::ssl::context* tls, const std::
   x.request.set(http::field::accept, "application/json");
   x.request.set(http::field::connection, "close");
   for (const auto& [name, value] : config.headers) x.request.set(name, value);
+  if (config.post) {
+    x.request.set(http::field::content_type, config.contentType);
+    x.request.body() = body;
+    x.request.prepare_payload();
+  }
   net::io_context io;
   std::string failure;
   net::co_spawn(io, exchangeOnce(io, x), [&failure](const std::exception_ptr& e) {
@@ -885,14 +954,14 @@ struct GatewayLookup::State {
   }
 
   // The gateway's answer about one record, retried on what may pass.
-  Attempt ask(const std::string& target, const std::atomic<bool>& stop) {
+  Attempt ask(const std::string& target, const std::string& body, const std::atomic<bool>& stop) {
     Attempt last;
     for (int attempt = 0; attempt <= config.retries; ++attempt) {
       if (!bucket.take(stop)) {
         last.error = "stopped";
         return last;
       }
-      last = exchange(config, tls.get(), target);
+      last = exchange(config, tls.get(), target, body);
       const bool busy = last.status == 429 || (last.status >= 500 && last.status <= 599);
       if (!last.retryable && !busy) return last;
       if (attempt == config.retries) break;
@@ -948,8 +1017,9 @@ LookupRound GatewayLookup::runRound(pqxx::connection& reader, pqxx::connection& 
     if (stop.load()) break;
     ++round.asked;
     const std::string target = expandTarget(c.target, key, bizId);
-    const Attempt attempt = state_->ask(target, stop);
-    const std::string where = "GET " + origin + target;
+    const Attempt attempt =
+        state_->ask(target, c.post ? expandBody(c, key, bizId) : std::string(), stop);
+    const std::string where = (c.post ? "POST " : "GET ") + origin + target;
     auto error = [&](const std::string& what) {
       ++round.errors;
       round.notes.push_back(key + ": error: " + where + ": " + what + "; decides nothing");

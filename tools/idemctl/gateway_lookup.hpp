@@ -33,6 +33,11 @@ struct LookupConfig {
   std::string host;    // a name or an address (IPv6 without brackets)
   std::string port;
   std::string target;  // path and query, placeholders unexpanded
+  // GET, or POST with a body: its {key} and {biz_id} replaced escaped for its content type (JSON
+  // string characters, or URL-encoded for a form), its ${credential:NAME} already replaced.
+  bool post = false;
+  std::string body;
+  std::string contentType;
   // Header values with every ${credential:NAME} already replaced: never printed.
   std::vector<std::pair<std::string, std::string>> headers;
   std::chrono::milliseconds timeout{5000};
