@@ -297,6 +297,11 @@ class TestGatewayEvidence : public QObject {
     lostAnswer("ord-acc:pay", "ord-acc", 1500);
     lostAnswer("ord-acc2:pay", "ord-acc2", 1500);
     lostAnswer("ord-acc3:pay", "ord-acc3", 1700);
+    import(
+        {{.lineId = "txn_accobj",
+          .amount = 1500,
+          .ref = "ch_accobj",
+          .bizId = "ord-elsewhere" }});
     import({{.lineId = "txn_acc", .amount = 1500, .ref = "ch_acc"},
             {.lineId = "txn_accfee",
              .sourceLine = 3,
@@ -312,6 +317,8 @@ class TestGatewayEvidence : public QObject {
     QCOMPARE(settle(alice, "ord-acc3:pay", "txn_acc"), std::string("22023"));
     QCOMPARE(settle(alice, "ord-acc:pay", "txn_accfee"), std::string("22023"));
     QCOMPARE(settle(alice, "ord-acc:pay", "txn_none"), std::string("22023"));
+    QCOMPARE(resultOf("txn_accobj"), std::string("unmatched"));  // it names another object
+    QCOMPARE(settle(alice, "ord-acc:pay", "txn_accobj"), std::string("22023"));
     QCOMPARE(statusOf("ord-acc3:pay"), std::string("UNKNOWN"));
     QCOMPARE(statusOf("ord-acc:pay"), std::string("UNKNOWN"));
     QCOMPARE(resultOf("txn_acc"), std::string("unmatched"));

@@ -61,8 +61,8 @@ constexpr std::string_view kJson = "application/json";
 constexpr std::string_view kForm = "application/x-www-form-urlencoded";
 constexpr std::array<std::string_view, 4> kKinds{"DEBIT", "CAPTURE", "REFUND", "CREDIT"};
 // Headers idemctl writes itself: a configuration that set them would break the exchange.
-constexpr std::array<std::string_view, 6> kOwnHeaders{
-    "host", "content-length", "transfer-encoding", "connection", "upgrade", "content-type"};
+constexpr std::array<std::string_view, 5> kOwnHeaders{"host", "content-length", "transfer-encoding",
+                                                      "connection", "upgrade"};
 constexpr std::size_t kBodyLimit = std::size_t{1024} * 1024;
 constexpr milliseconds kLongestRetryAfter{60'000};
 constexpr int kNotesShown = 20;
@@ -427,8 +427,11 @@ LookupConfig loadLookupConfig(const std::string& path) {
       std::string lower = name;
       std::transform(lower.begin(), lower.end(), lower.begin(),
                      [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-      if (std::find(kOwnHeaders.begin(), kOwnHeaders.end(), lower) != kOwnHeaders.end()) {
-        reader.fail(entry.first.Mark(), key, "idemctl sets this header itself");
+      if (std::find(kOwnHeaders.begin(), kOwnHeaders.end(), lower) != kOwnHeaders.end() ||
+          (c.post && lower == "content-type")) {
+        reader.fail(entry.first.Mark(), key,
+                    lower == "content-type" ? "a POST's Content-Type is content_type"
+                                            : "idemctl sets this header itself");
       }
       std::string value = expandCredentials(reader, entry.second, key, sources);
       if (std::any_of(value.begin(), value.end(),

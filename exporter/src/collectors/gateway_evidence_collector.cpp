@@ -65,7 +65,7 @@ void GatewayEvidenceCollector::take(const pqxx::row& row, RowOrigin origin) {
   if (origin == RowOrigin::BeforeStart) return;
   const auto result = tryParse<StatementLineResult>(row[3].c_str());
   if (!result) {
-    logWarn(std::string("idem.statement_lines id ") + row[0].c_str() + ": unknown result '" +
+    logWarn(std::string("a statement line's row (id ") + row[0].c_str() + "): unknown result '" +
             row[3].c_str() + "', not counted");
     return;
   }
@@ -112,9 +112,10 @@ void GatewayEvidenceCollector::update(pqxx::connection& connection) {
     lastFinalEnd_ = lastFinal;
     unknownOlderThan_ = unknown;
   };
-  // Each row a line's import or its later booking: the same cells, each row once.
-  if (hasBookings_) bookings_.pollAndPublish(connection, sink, publish);
+  // Each row a line's import or its later booking: the same cells, each row once. The lines
+  // first, so that a failing read of the bookings does not hold their count back.
   reader_.pollAndPublish(connection, sink, publish);
+  if (hasBookings_) bookings_.pollAndPublish(connection, sink, publish);
 }
 
 void GatewayEvidenceCollector::collect(std::vector<prometheus::MetricFamily>& out) const {

@@ -43,16 +43,28 @@ BEGIN
     v_role := idem.side_effect_role(r.biz_type, l.flow_kind);
     v_cur := upper(r.request_payload ->> 'currency');
     v_amt := r.request_payload ->> 'amount_minor';
-    IF v_role <> 'effect'
-       OR (v_cur IS NOT NULL AND v_cur <> l.currency)
-       OR (r.request_payload ? 'amount_minor'
-           AND (v_amt !~ '^[0-9]{1,18}(\.0*)?$' OR v_amt::numeric <> l.amount_minor)) THEN
-        RAISE EXCEPTION 'statement line % of gateway % (% % %) cannot be the side effect of % (a % asking %)',
-            quote_literal(p_line_id), p_gateway, l.flow_kind, l.amount_minor, l.currency, p_key,
-            r.biz_type,
-            coalesce(v_amt || ' ' || coalesce(v_cur, l.currency), 'no amount')
+    -- What a proposal needs to be one, checked here whoever sends the evidence: a gateway that
+    -- does not declare other business types only, no other business object named by the line,
+    -- and the request's own amount and currency.
+    IF EXISTS (SELECT FROM idem.gateways AS g
+                WHERE g.gateway = l.gateway AND cardinality(g.biz_types) > 0
+                  AND r.biz_type <> ALL (g.biz_types)) THEN
+        RAISE EXCEPTION 'statement line % of gateway % cannot be the side effect of %: % is not declared to carry %',
+            quote_literal(p_line_id), p_gateway, p_key, p_gateway, r.biz_type
             USING ERRCODE = 'invalid_parameter_value',
-                  HINT = 'Nothing was settled: the kind must be the business type''s side effect, and amount and currency those of the request.';
+                  HINT = 'Nothing was settled (idemctl declare-gateway --biz-types).';
+    END IF;
+    IF v_role <> 'effect'
+       OR (l.biz_id IS NOT NULL AND l.biz_id <> r.biz_id)
+       OR v_cur IS NULL OR v_cur <> l.currency
+       OR (CASE WHEN v_amt ~ '^[0-9]{1,18}(\.0*)?$' THEN v_amt::numeric <> l.amount_minor
+                ELSE true END) THEN
+        RAISE EXCEPTION 'statement line % of gateway % (% % %) cannot be the side effect of % (% %, asking %)',
+            quote_literal(p_line_id), p_gateway, l.flow_kind, l.amount_minor, l.currency,
+            p_key, r.biz_type, r.biz_id,
+            coalesce(v_amt || ' ' || v_cur, 'no amount and currency')
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'Nothing was settled: the kind must be the business type''s side effect, the line may name no other business object, and amount and currency must be those of the request.';
     END IF;
     SELECT * INTO w
       FROM idem.write_fund_flow(r.biz_type, r.biz_id, l.flow_kind, l.amount_minor, l.currency,

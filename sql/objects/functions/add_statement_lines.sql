@@ -117,6 +117,7 @@ BEGIN
                SET booked = true, result = 'unmatched', matched_at = now()
               FROM pg_temp.statement_held AS h
              WHERE x.id = h.id AND NOT h.booked AND h.new_booked AND h.flow_kind IS NOT NULL
+               AND NOT x.booked  -- a concurrent import booked and matched it meanwhile
         $sql$;
     END IF;
 

@@ -38,6 +38,7 @@ DECLARE
     v_evid  jsonb;
     v_detail text;
     v_not_found_after interval;
+    v_since timestamptz;
 BEGIN
     IF p_gateway IS NULL OR char_length(p_gateway) NOT BETWEEN 1 AND 64
        OR p_gateway ~ '[^A-Za-z0-9_.-]' THEN
@@ -107,6 +108,9 @@ BEGIN
             SELECT g.not_found_after INTO v_not_found_after
               FROM idem.gateways AS g WHERE g.gateway = p_gateway;
             v_not_found_after := coalesce(v_not_found_after, interval '10 minutes');
+            v_since := CASE WHEN r.status = 'PROCESSING'
+                            THEN greatest(r.updated_at, r.lease_expires_at)
+                            ELSE r.updated_at END;
             result := 'not_a_flow';
             v_detail := 'the gateway says it did not happen';
             IF r.biz_type <> ALL (coalesce((SELECT g.biz_types FROM idem.gateways AS g
@@ -114,12 +118,14 @@ BEGIN
                 v_detail := v_detail || format('; not resolved: %s is not declared to carry %s '
                                                '(idemctl declare-gateway --biz-types)',
                                                p_gateway, r.biz_type);
-            ELSIF p_source = 'lookup' AND r.updated_at > now() - v_not_found_after THEN
+            ELSIF p_source = 'lookup' AND v_since > now() - v_not_found_after THEN
                 -- A status API may not know yet of a call it received a moment ago: its "no such
-                -- payment" counts only once the record's last change is old enough.
-                v_detail := v_detail || format('; not resolved: %s''s "did not happen" counts %s after the record''s last change, and that was %s ago: ask again later (idemctl declare-gateway --not-found-after)',
+                -- payment" counts only once the call is old enough: the record's last change (an
+                -- UNKNOWN mark comes after the call), or for a claim past its lease the lease's end
+                -- (the call may have gone out until then).
+                v_detail := v_detail || format('; not resolved: %s''s "did not happen" counts %s after the call (the record''s last change, or its lease''s end), and that was %s ago: ask again later (idemctl declare-gateway --not-found-after)',
                                                p_gateway, v_not_found_after,
-                                               date_trunc('second', now() - r.updated_at));
+                                               date_trunc('second', now() - v_since));
             ELSIF EXISTS (SELECT FROM idem.statement_lines AS l
                            WHERE l.flow_kind IS NOT NULL
                              AND (l.idempotency_key = r.idempotency_key
