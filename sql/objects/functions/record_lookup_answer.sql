@@ -26,4 +26,4 @@ AS $function$
 $function$;
 
 COMMENT ON FUNCTION idem.record_lookup_answer(text, text, text, boolean, text, bigint, text, text, jsonb) IS
-    'The gateway''s word (idem_ledger): the status API''s answer about one record''s call. happened true (with kind, amount, currency, reference) records the flow and resolves an UNKNOWN record SUCCESS when amount and currency agree; false resolves it FAILED (refused while the ledger records its side effect); NULL (the gateway does not know) decides nothing. Stored once per answer id.';
+    'The gateway''s word (idem_ledger): the status API''s answer about one record''s call. happened true (with kind, amount, currency, reference) records the flow and resolves an UNKNOWN record SUCCESS when amount and currency agree; false resolves it FAILED once the call is older than the gateway''s not_found_after (refused while the ledger records its side effect); NULL (the gateway does not know) decides nothing. Stored once per answer id.';
