@@ -180,11 +180,19 @@ void PgCluster::startWatchdog() {
 }
 
 void PgCluster::stop() {
+  stopWith(QStringLiteral("fast"));
+}
+
+void PgCluster::crash() {
+  stopWith(QStringLiteral("immediate"));
+}
+
+void PgCluster::stopWith(const QString& mode) {
   if (!running_) return;
   runAsOwner(
       {postgresBinDir() + QStringLiteral("/pg_ctl"), QStringLiteral("-D"),
-       dir_->path() + QStringLiteral("/data"), QStringLiteral("-m"), QStringLiteral("fast"),
-       QStringLiteral("-w"), QStringLiteral("-t"), QStringLiteral("60"), QStringLiteral("stop")},
+       dir_->path() + QStringLiteral("/data"), QStringLiteral("-m"), mode, QStringLiteral("-w"),
+       QStringLiteral("-t"), QStringLiteral("60"), QStringLiteral("stop")},
       90000);
   running_ = false;
 }

@@ -20,7 +20,8 @@ class PgCluster {
   PgCluster& operator=(const PgCluster&) = delete;
 
   void start();
-  void stop();  // fast shutdown; connections are cut
+  void stop();   // fast shutdown; connections are cut
+  void crash();  // immediate shutdown: no checkpoint, crash recovery at the next start
   bool isRunning() const { return running_; }
 
   int port() const { return port_; }
@@ -40,6 +41,7 @@ class PgCluster {
   };
   explicit PgCluster(StandbyOf standby);
   void makeFolder();
+  void stopWith(const QString& mode);
   QString runAsOwner(const QStringList& command, int timeoutMs) const;
   void startWatchdog();
   bool watchdogStarted_ = false;

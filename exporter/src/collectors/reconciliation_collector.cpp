@@ -1,5 +1,6 @@
 #include "collectors/reconciliation_collector.hpp"
 
+#include <algorithm>
 #include <pqxx/pqxx>
 #include <stdexcept>
 
@@ -10,17 +11,6 @@
 
 namespace idem::exporter {
 namespace {
-
-// Both questions set aside in one hash join what is plainly fine in the window and probe the rest
-// by index (sql/migrations/013_charged_objects.sql says how): counting their rows costs little more
-// than reading the window once, however long the tables are (bench/money prints the plans).
-constexpr const char* kMismatches = R"SQL(
-SELECT (SELECT count(*) FROM idem.money_moved_without_success($1::text[], $2::interval,
-                                                              $3::interval))::float8,
-       (SELECT count(*) FROM idem.success_without_money_moved($1::text[], $2::interval,
-                                                              $3::interval))::float8,
-       extract(epoch FROM now())::float8
-)SQL";
 
 // Whether the schema has a function: asked at every reconciliation, so that an upgrade in place
 // while the exporter runs is followed without a restart.
@@ -44,6 +34,98 @@ std::string textArrayLiteral(const std::vector<std::string>& values) {
 
 std::string intervalText(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + " milliseconds";
+}
+
+// A text[] literal as a SQL string constant: the readers' statements take only the reader's own
+// parameters, so the biz types are part of their text.
+std::string textArrayConstant(const std::vector<std::string>& values) {
+  std::string out = "'";
+  for (char c : textArrayLiteral(values)) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  return out + "'::text[]";
+}
+
+// The statements of a reader whose rows come from `from` (a relation aliased `alias`, with
+// joins): "id, created_at as epoch seconds, <columns>", as tableQueries' are.
+TableQueries readerQueries(const std::string& relation, const std::string& alias,
+                           const std::string& columns, const std::string& joins) {
+  const std::string select = "SELECT " + alias + ".id, extract(epoch FROM " + alias +
+                             ".created_at)::float8, " + columns + " FROM " + relation + " AS " +
+                             alias + " " + joins;
+  TableQueries q = tableQueries(relation, "NULL");
+  q.rowsAfter = select + " WHERE " + alias + ".id > $1 ORDER BY " + alias + ".id LIMIT $2";
+  q.rowsInRanges = select +
+                   " JOIN unnest($1::bigint[], $2::bigint[]) AS gap(first_id, last_id)"
+                   " ON " +
+                   alias + ".id BETWEEN gap.first_id AND gap.last_id";
+  return q;
+}
+
+// Each flow, and for a DEBIT or CAPTURE of the reconciled biz types whether its object has a
+// SUCCESS record or the tombstone of one (NULL for any other flow), asked in the statement that
+// reads it.
+TableQueries flowQueries(const std::vector<std::string>& bizTypes) {
+  const std::string charge =
+      "(f.kind IN ('DEBIT', 'CAPTURE') AND f.biz_type = ANY(" + textArrayConstant(bizTypes) + "))";
+  return readerQueries(
+      "idem.fund_flows", "f",
+      "f.biz_type, f.biz_id, " + charge + ", CASE WHEN " + charge +
+          " THEN EXISTS (SELECT FROM idem.records AS x WHERE x.status = 'SUCCESS'"
+          " AND x.biz_type = f.biz_type AND x.biz_id = f.biz_id)"
+          " OR EXISTS (SELECT FROM idem.retired_keys AS t WHERE t.status = 'SUCCESS'"
+          " AND t.biz_type = f.biz_type AND t.biz_id = f.biz_id) END",
+      "");
+}
+
+// Each transition, and for one to SUCCESS its object, when the record succeeded (its updated_at,
+// which the definition reads) and, for the reconciled biz types, whether the object has a DEBIT or
+// CAPTURE flow. A record already purged answers from its tombstone: the object only.
+TableQueries transitionQueries(const std::vector<std::string>& bizTypes) {
+  return readerQueries(
+      "idem.transitions", "t", "s.biz_type, s.biz_id, s.succeeded_at, s.charged",
+      "LEFT JOIN LATERAL ("
+      "SELECT r.biz_type::text AS biz_type, r.biz_id::text AS biz_id,"
+      " extract(epoch FROM r.updated_at)::float8 AS succeeded_at,"
+      " CASE WHEN r.biz_type = ANY(" +
+          textArrayConstant(bizTypes) +
+          ") THEN EXISTS (SELECT FROM idem.fund_flows AS f"
+          " WHERE f.biz_type = r.biz_type AND f.biz_id = r.biz_id"
+          " AND f.kind IN ('DEBIT', 'CAPTURE')) END AS charged"
+          " FROM idem.records AS r"
+          " WHERE t.to_status = 'SUCCESS' AND r.idempotency_key = t.idempotency_key"
+          " AND r.status = 'SUCCESS'"
+          " UNION ALL"
+          " SELECT k.biz_type::text, k.biz_id::text, NULL, NULL FROM idem.retired_keys AS k"
+          " WHERE t.to_status = 'SUCCESS' AND k.idempotency_key = t.idempotency_key"
+          " AND k.status = 'SUCCESS'"
+          " LIMIT 1) AS s ON true");
+}
+
+// The open SUCCESS entries ($1 biz types, $2 biz ids) whose SUCCESS record is gone.
+constexpr const char* kPurgedSuccesses = R"SQL(
+SELECT o.biz_type, o.biz_id
+  FROM unnest($1::text[], $2::text[]) AS o(biz_type, biz_id)
+ WHERE NOT EXISTS (SELECT FROM idem.records AS x
+                    WHERE x.status = 'SUCCESS' AND x.biz_type = o.biz_type
+                      AND x.biz_id = o.biz_id)
+)SQL";
+
+constexpr char kKeySeparator = '\x1f';
+
+std::string objectKey(const pqxx::field& bizType, const pqxx::field& bizId) {
+  std::string key = bizType.c_str();
+  key += kKeySeparator;
+  key += bizId.c_str();
+  return key;
+}
+
+// Reads the window's rows at start, and a little more, so that nothing the first count needs is
+// left out by the difference between the readers' now() and the count's.
+ReaderLimits windowLimits(ReaderLimits limits, std::chrono::milliseconds window) {
+  limits.window = window + std::chrono::minutes(1);
+  return limits;
 }
 
 }  // namespace
@@ -72,16 +154,90 @@ std::string MoneyQuestionCollector::graceParameter() const {
   return intervalText(settings_.grace);
 }
 
+ReconciliationCollector::ReconciliationCollector(ReconciliationSettings settings,
+                                                 ReaderLimits limits, ReadStats& stats)
+    : MoneyQuestionCollector(std::move(settings)),
+      flows_(flowQueries(settings_.bizTypes), windowLimits(limits, settings_.window),
+             stats.table(kFlowsTable)),
+      transitions_(transitionQueries(settings_.bizTypes), windowLimits(limits, settings_.window),
+                   stats.table(kTransitionsTable)) {}
+
 void ReconciliationCollector::update(pqxx::connection& connection) {
+  {
+    idem::ReadTransaction tx(connection);
+    requireMoneyQuestion(tx, "idem.money_moved_without_success(text[],interval,interval)");
+    tx.commit();
+  }
+  // Flows first, then transitions: any order would do (see the header), one is needed.
+  flows_.poll(connection, [this](const pqxx::row& row, RowOrigin) { takeFlow(row); });
+  transitions_.poll(connection, [this](const pqxx::row& row, RowOrigin) { takeTransition(row); });
+  dropPurgedSuccesses(connection);
+  publish(transitions_.snapshotTime());
+}
+
+void ReconciliationCollector::takeFlow(const pqxx::row& row) {
+  // id, created_at, biz_type, biz_id, charge, paid
+  if (!row[4].as<bool>()) return;
+  ObjectKey key = objectKey(row[2], row[3]);
+  openSuccesses_.erase(key);
+  if (!row[5].as<bool>()) openCharges_[std::move(key)].push_back(row[1].as<double>());
+}
+
+void ReconciliationCollector::takeTransition(const pqxx::row& row) {
+  // id, created_at, biz_type, biz_id, succeeded_at, charged: NULL but for a SUCCESS
+  if (row[2].is_null()) return;
+  ObjectKey key = objectKey(row[2], row[3]);
+  openCharges_.erase(key);
+  if (!row[5].is_null() && !row[5].as<bool>())
+    openSuccesses_.emplace(std::move(key), row[4].as<double>());
+}
+
+void ReconciliationCollector::dropPurgedSuccesses(pqxx::connection& connection) {
+  if (openSuccesses_.empty()) return;
+  std::vector<std::string> types;
+  std::vector<std::string> ids;
+  types.reserve(openSuccesses_.size());
+  ids.reserve(openSuccesses_.size());
+  for (const auto& [key, at] : openSuccesses_) {
+    const std::size_t cut = key.find(kKeySeparator);
+    types.push_back(key.substr(0, cut));
+    ids.push_back(key.substr(cut + 1));
+  }
   idem::ReadTransaction tx(connection);
-  requireMoneyQuestion(tx, "idem.money_moved_without_success(text[],interval,interval)");
-  const pqxx::row counts =
-      tx.exec_params1(kMismatches, bizTypesParameter(), windowParameter(), graceParameter());
+  const pqxx::result gone =
+      tx.exec_params(kPurgedSuccesses, textArrayLiteral(types), textArrayLiteral(ids));
   tx.commit();
+  for (const pqxx::row& row : gone) openSuccesses_.erase(objectKey(row[0], row[1]));
+}
+
+void ReconciliationCollector::publish(double now) {
+  const double from = now - std::chrono::duration<double>(settings_.window).count();
+  const double until = now - std::chrono::duration<double>(settings_.grace).count();
+  auto inRange = [&](double t) { return t >= from && t < until; };
+  double charged = 0;
+  for (auto it = openCharges_.begin(); it != openCharges_.end();) {
+    std::vector<double>& times = it->second;
+    std::erase_if(times, [&](double t) { return t < from; });
+    if (times.empty()) {
+      it = openCharges_.erase(it);
+      continue;
+    }
+    if (std::any_of(times.begin(), times.end(), inRange)) ++charged;
+    ++it;
+  }
+  double succeeded = 0;
+  for (auto it = openSuccesses_.begin(); it != openSuccesses_.end();) {
+    if (it->second < from) {
+      it = openSuccesses_.erase(it);
+      continue;
+    }
+    if (inRange(it->second)) ++succeeded;
+    ++it;
+  }
   std::lock_guard lock(mutex_);
-  debitWithoutSuccess_ = counts[0].as<double>();
-  successWithoutDebit_ = counts[1].as<double>();
-  lastSuccess_ = counts[2].as<double>();
+  debitWithoutSuccess_ = charged;
+  successWithoutDebit_ = succeeded;
+  lastSuccess_ = now;
 }
 
 void ReconciliationCollector::collect(std::vector<prometheus::MetricFamily>& out) const {
@@ -108,6 +264,7 @@ void ReconciliationCollector::collect(std::vector<prometheus::MetricFamily>& out
 [[maybe_unused]] const bool registered = registerCollector({
     .name = "reconciliation",
     .order = 50,
+    .tables = {ReconciliationCollector::kFlowsTable, ReconciliationCollector::kTransitionsTable},
     .declareFlags =
         [](CommandLine& cli, ExporterOptions& o) {
           cli.duration("reconcile-interval", "how often to reconcile fund flows with records",
@@ -127,7 +284,8 @@ void ReconciliationCollector::collect(std::vector<prometheus::MetricFamily>& out
         },
     .make =
         [](const CollectorContext& c) {
-          return std::make_unique<ReconciliationCollector>(ReconciliationSettings::from(c.options));
+          return std::make_unique<ReconciliationCollector>(ReconciliationSettings::from(c.options),
+                                                           c.reader, c.readStats);
         },
 });
 

@@ -8,21 +8,40 @@
 // (sql/migrations/012_money_questions.sql), the one definition the admin app and the runbooks read
 // too.
 //
+// A collection costs what the interval added, not what the window holds. The collector keeps the
+// open questions themselves: the charged objects of the window with no SUCCESS yet, and the
+// SUCCESS records of the window with no charge yet, usually the handful in flight and the true
+// mismatches. Two incremental readers (incremental_reader.hpp: every row once, in commit order
+// of visibility) feed them: each new DEBIT or CAPTURE flow asks, in the statement that reads it,
+// whether its object has a SUCCESS (record or tombstone), and each new SUCCESS transition whether
+// its object has a charge; a flow closes its object's open SUCCESS, a SUCCESS closes its object's
+// open charges. Whichever of the two events is read later was read on a snapshot that shows the
+// earlier one, so the object ends open exactly when the definition says so, in any commit order.
+// The counts are the open entries whose time falls in [now - window, now - grace), the database's
+// now() of the collection; entries older than the window are dropped. At start the readers read
+// the window's rows once (one snapshot each), so a restart answers exactly as before it. SUCCESS
+// is final and flows are append-only, so only retention can close a question otherwise: an open
+// SUCCESS whose record a purge removed (idem.purge takes any age) is looked up again at each
+// collection, a statement as long as the open SUCCESS list.
+//
 // On a schema older than migration 012 (an exporter that runs through an upgrade in place) the
-// money questions do not exist yet: rather than answer them with a copy of their SQL that would
-// drift, the reconciliation and overcharges collectors fail, each collection, with an error that
-// names the migration (idempotency_exporter_collect_errors_total{stage}, the log), keep serving
-// their last figures and their last-success timestamp, and answer again once 012 is applied.
+// money questions do not exist yet: the reconciliation and overcharges collectors fail, each
+// collection, with an error that names the migration (idempotency_exporter_collect_errors_total
+// {stage}, the log), keep serving their last figures and their last-success timestamp, and answer
+// again once 012 is applied.
 #pragma once
 
 #include <chrono>
 #include <mutex>
 #include <pqxx/transaction_base>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "collectors/collector.hpp"
 #include "exporter_options.hpp"
+#include "incremental_reader.hpp"
+#include "read_stats.hpp"
 
 namespace idem::exporter {
 
@@ -60,13 +79,35 @@ class MoneyQuestionCollector : public Collector {
 
 class ReconciliationCollector : public MoneyQuestionCollector {
  public:
-  using MoneyQuestionCollector::MoneyQuestionCollector;
+  ReconciliationCollector(ReconciliationSettings settings, ReaderLimits limits, ReadStats& stats);
 
   std::string_view name() const override { return "reconciliation"; }
   void update(pqxx::connection& connection) override;
   void collect(std::vector<prometheus::MetricFamily>& out) const override;
 
+  // The tables' rows-read and gap figures, by these names (self-health's table label).
+  static constexpr const char* kFlowsTable = "reconciliation_fund_flows";
+  static constexpr const char* kTransitionsTable = "reconciliation_transitions";
+
  private:
+  // "biz_type\x1fbiz_id": a business object.
+  using ObjectKey = std::string;
+
+  void takeFlow(const pqxx::row& row);
+  void takeTransition(const pqxx::row& row);
+  // Drops what the window has left behind and counts what is in [now - window, now - grace).
+  void publish(double now);
+  // Drops the open SUCCESS entries whose record is gone (retention).
+  void dropPurgedSuccesses(pqxx::connection& connection);
+
+  IncrementalReader flows_;
+  IncrementalReader transitions_;
+  // Collection thread only. A charged object with no SUCCESS: the times of its charges.
+  std::unordered_map<ObjectKey, std::vector<double>> openCharges_;
+  // A SUCCESS record with no charge of its object: when it succeeded (the record's updated_at).
+  std::unordered_map<ObjectKey, double> openSuccesses_;
+
+  // Guarded by mutex_.
   double debitWithoutSuccess_ = 0;
   double successWithoutDebit_ = 0;
   double lastSuccess_ = 0;
