@@ -194,14 +194,18 @@ void ReconciliationCollector::takeTransition(const pqxx::row& row) {
 
 void ReconciliationCollector::dropPurgedSuccesses(pqxx::connection& connection) {
   if (openSuccesses_.empty()) return;
+  const std::size_t n = std::min(kRecheckPerCollection, openSuccesses_.size());
   std::vector<std::string> types;
   std::vector<std::string> ids;
-  types.reserve(openSuccesses_.size());
-  ids.reserve(openSuccesses_.size());
-  for (const auto& [key, at] : openSuccesses_) {
-    const std::size_t cut = key.find(kKeySeparator);
-    types.push_back(key.substr(0, cut));
-    ids.push_back(key.substr(cut + 1));
+  types.reserve(n);
+  ids.reserve(n);
+  auto it = openSuccesses_.upper_bound(recheckAfter_);
+  for (std::size_t i = 0; i < n; ++i, ++it) {
+    if (it == openSuccesses_.end()) it = openSuccesses_.begin();
+    const std::size_t cut = it->first.find(kKeySeparator);
+    types.push_back(it->first.substr(0, cut));
+    ids.push_back(it->first.substr(cut + 1));
+    recheckAfter_ = it->first;
   }
   idem::ReadTransaction tx(connection);
   const pqxx::result gone =

@@ -20,9 +20,11 @@
 // The counts are the open entries whose time falls in [now - window, now - grace), the database's
 // now() of the collection; entries older than the window are dropped. At start the readers read
 // the window's rows once (one snapshot each), so a restart answers exactly as before it. SUCCESS
-// is final and flows are append-only, so only retention can close a question otherwise: an open
-// SUCCESS whose record a purge removed (idem.purge takes any age) is looked up again at each
-// collection, a statement as long as the open SUCCESS list.
+// is final and flows are append-only, so only retention can close a question otherwise: a purge
+// younger than the window (idem.purge takes any age) may remove an open SUCCESS's record. The open
+// SUCCESS entries are looked up again, kRecheckPerCollection of them a collection in turn, so such
+// a purge shows within ceil(open / kRecheckPerCollection) reconciliations (at once while fewer are
+// open) and a collection's cost stays bounded however many mismatches the window holds.
 //
 // On a schema older than migration 012 (an exporter that runs through an upgrade in place) the
 // money questions do not exist yet: the reconciliation and overcharges collectors fail, each
@@ -32,6 +34,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <pqxx/transaction_base>
 #include <string>
@@ -97,15 +100,19 @@ class ReconciliationCollector : public MoneyQuestionCollector {
   void takeTransition(const pqxx::row& row);
   // Drops what the window has left behind and counts what is in [now - window, now - grace).
   void publish(double now);
-  // Drops the open SUCCESS entries whose record is gone (retention).
+  // Looks up the next kRecheckPerCollection open SUCCESS entries, in turn, and drops those whose
+  // record is gone (retention).
   void dropPurgedSuccesses(pqxx::connection& connection);
+  static constexpr std::size_t kRecheckPerCollection = 256;
 
   IncrementalReader flows_;
   IncrementalReader transitions_;
   // Collection thread only. A charged object with no SUCCESS: the times of its charges.
   std::unordered_map<ObjectKey, std::vector<double>> openCharges_;
   // A SUCCESS record with no charge of its object: when it succeeded (the record's updated_at).
-  std::unordered_map<ObjectKey, double> openSuccesses_;
+  // Ordered, so that the look-ups go round from recheckAfter_.
+  std::map<ObjectKey, double> openSuccesses_;
+  ObjectKey recheckAfter_;
 
   // Guarded by mutex_.
   double debitWithoutSuccess_ = 0;
