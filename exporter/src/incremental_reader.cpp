@@ -129,7 +129,12 @@ void IncrementalReader::poll(pqxx::connection& connection, const RowSink& sink) 
 void IncrementalReader::start(pqxx::connection& connection, const RowSink& sink) {
   // One snapshot for the high-water mark and the rows below it, so that nothing falls between.
   idem::SnapshotRead tx(connection);
-  snapshotTime_ = tx.exec1(kNow)[0].as<double>();
+  startWithin(tx, sink);
+  tx.commit();
+}
+
+void IncrementalReader::startWithin(pqxx::transaction_base& tx, const RowSink& sink) {
+  const double now = tx.exec1(kNow)[0].as<double>();
   const std::int64_t top = tx.exec1(queries_.highWater)[0].as<std::int64_t>();
   std::int64_t from = top - limits_.startBackfillIds + 1;
   if (limits_.window.count() > 0) {
@@ -153,9 +158,9 @@ void IncrementalReader::start(pqxx::connection& connection, const RowSink& sink)
     rows += batch.size();
     if (static_cast<std::int64_t>(batch.size()) < limits_.batchSize) break;
   }
-  tx.commit();
   // Only now, with the start complete: a failure above leaves the reader unstarted, to start
   // again from scratch (BeforeStart rows touch no counter, so re-reading them is harmless).
+  snapshotTime_ = now;
   highWater_ = top;
   gaps_ = std::move(gaps);
   started_ = true;
@@ -164,6 +169,14 @@ void IncrementalReader::start(pqxx::connection& connection, const RowSink& sink)
   logDebug(queries_.relation + ": started at id " + std::to_string(top) + " after reading " +
            std::to_string(rows) + " rows from id " + std::to_string(from) + ", " +
            std::to_string(gaps_.size()) + " gaps");
+}
+
+void IncrementalReader::reset() {
+  started_ = false;
+  highWater_ = 0;
+  gaps_.clear();
+  horizons_.clear();
+  publishStats();
 }
 
 void IncrementalReader::refreshHorizons(pqxx::connection& connection) {

@@ -62,6 +62,7 @@
 #include <map>
 #include <pqxx/connection>
 #include <pqxx/row>
+#include <pqxx/transaction_base>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,14 @@ class IncrementalReader {
   // on database errors; the rows handed to the sink so far are accounted for, so the next poll
   // neither misses nor repeats them.
   void poll(pqxx::connection& connection, const RowSink& sink);
+
+  // The start, inside the caller's snapshot (a repeatable-read transaction), so that what the
+  // caller reads in it and what the reader reads later neither overlap nor leave a row out. The
+  // reader is started once this returns; the next poll reads what committed after the snapshot.
+  void startWithin(pqxx::transaction_base& tx, const RowSink& sink);
+  // Back to unstarted: the next poll starts from scratch (a caller whose start of several readers
+  // in one snapshot failed part way).
+  void reset();
 
   // poll, then `publish` what was read, also when poll throws: the rows handed over are
   // consistent (see poll), so a collection cut short still publishes them. Rethrows.

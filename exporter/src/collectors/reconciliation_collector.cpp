@@ -103,6 +103,20 @@ TableQueries transitionQueries(const std::vector<std::string>& bizTypes) {
           " LIMIT 1) AS s ON true");
 }
 
+// The start's open questions, from the definitions themselves over the window ($2) with no grace:
+// each charge within the window of an object charged without a SUCCESS, and each SUCCESS without
+// a charge.
+constexpr const char* kOpenCharges = R"SQL(
+SELECT f.biz_type::text, f.biz_id::text, extract(epoch FROM f.created_at)::float8
+  FROM idem.money_moved_without_success($1::text[], $2::interval, interval '0') AS m
+  JOIN idem.fund_flows AS f ON f.biz_type = m.biz_type AND f.biz_id = m.biz_id
+ WHERE f.kind IN ('DEBIT', 'CAPTURE') AND f.created_at >= now() - $2::interval
+)SQL";
+constexpr const char* kOpenSuccesses = R"SQL(
+SELECT s.biz_type, s.biz_id, extract(epoch FROM s.succeeded_at)::float8
+  FROM idem.success_without_money_moved($1::text[], $2::interval, interval '0') AS s
+)SQL";
+
 // The open SUCCESS entries ($1 biz types, $2 biz ids) whose SUCCESS record is gone.
 constexpr const char* kPurgedSuccesses = R"SQL(
 SELECT o.biz_type, o.biz_id
@@ -121,10 +135,15 @@ std::string objectKey(const pqxx::field& bizType, const pqxx::field& bizId) {
   return key;
 }
 
-// Reads the window's rows at start, and a little more, so that nothing the first count needs is
-// left out by the difference between the readers' now() and the count's.
-ReaderLimits windowLimits(ReaderLimits limits, std::chrono::milliseconds window) {
-  limits.window = window + std::chrono::minutes(1);
+// The start reads the window and a little more, so that nothing the first counts need is left
+// out by the difference between the start's now() and a later collection's.
+constexpr std::chrono::minutes kStartMargin{1};
+constexpr std::chrono::minutes kStartTimeout{5};
+
+// The readers read no window of their own: the start's open questions come from the definitions
+// (ReconciliationCollector::start).
+ReaderLimits startLimits(ReaderLimits limits) {
+  limits.window = std::chrono::milliseconds(0);
   return limits;
 }
 
@@ -157,9 +176,8 @@ std::string MoneyQuestionCollector::graceParameter() const {
 ReconciliationCollector::ReconciliationCollector(ReconciliationSettings settings,
                                                  ReaderLimits limits, ReadStats& stats)
     : MoneyQuestionCollector(std::move(settings)),
-      flows_(flowQueries(settings_.bizTypes), windowLimits(limits, settings_.window),
-             stats.table(kFlowsTable)),
-      transitions_(transitionQueries(settings_.bizTypes), windowLimits(limits, settings_.window),
+      flows_(flowQueries(settings_.bizTypes), startLimits(limits), stats.table(kFlowsTable)),
+      transitions_(transitionQueries(settings_.bizTypes), startLimits(limits),
                    stats.table(kTransitionsTable)) {}
 
 void ReconciliationCollector::update(pqxx::connection& connection) {
@@ -168,11 +186,44 @@ void ReconciliationCollector::update(pqxx::connection& connection) {
     requireMoneyQuestion(tx, "idem.money_moved_without_success(text[],interval,interval)");
     tx.commit();
   }
+  if (!flows_.started() || !transitions_.started()) {
+    start(connection);
+    publish(transitions_.snapshotTime());
+    return;
+  }
   // Flows first, then transitions: any order would do (see the header), one is needed.
   flows_.poll(connection, [this](const pqxx::row& row, RowOrigin) { takeFlow(row); });
   transitions_.poll(connection, [this](const pqxx::row& row, RowOrigin) { takeTransition(row); });
   dropPurgedSuccesses(connection);
   publish(transitions_.snapshotTime());
+}
+
+void ReconciliationCollector::start(pqxx::connection& connection) {
+  // Once, and as long as the old whole-window question took at every reconciliation: a longer
+  // bound than the collections' own.
+  const idem::StatementTimeoutScope longer(
+      std::max(idem::currentStatementTimeout(), std::chrono::milliseconds(kStartTimeout)));
+  try {
+    idem::SnapshotRead tx(connection);
+    const std::string window = intervalText(settings_.window + kStartMargin);
+    for (const pqxx::row& row : tx.exec_params(kOpenCharges, bizTypesParameter(), window)) {
+      openCharges_[objectKey(row[0], row[1])].push_back(row[2].as<double>());
+    }
+    for (const pqxx::row& row : tx.exec_params(kOpenSuccesses, bizTypesParameter(), window)) {
+      openSuccesses_[objectKey(row[0], row[1])] = row[2].as<double>();
+    }
+    // From the same snapshot on: what committed after it, and the last ids below it once more
+    // (in flight at the snapshot, they become gaps; seen again, they change nothing).
+    flows_.startWithin(tx, [this](const pqxx::row& row, RowOrigin) { takeFlow(row); });
+    transitions_.startWithin(tx, [this](const pqxx::row& row, RowOrigin) { takeTransition(row); });
+    tx.commit();
+  } catch (...) {
+    flows_.reset();
+    transitions_.reset();
+    openCharges_.clear();
+    openSuccesses_.clear();
+    throw;
+  }
 }
 
 void ReconciliationCollector::takeFlow(const pqxx::row& row) {

@@ -18,8 +18,9 @@
 // open charges. Whichever of the two events is read later was read on a snapshot that shows the
 // earlier one, so the object ends open exactly when the definition says so, in any commit order.
 // The counts are the open entries whose time falls in [now - window, now - grace), the database's
-// now() of the collection; entries older than the window are dropped. At start the readers read
-// the window's rows once (one snapshot each), so a restart answers exactly as before it. SUCCESS
+// now() of the collection; entries older than the window are dropped. At start the open
+// questions come from the definitions themselves, over the window, in the snapshot in which both
+// readers start, so a restart answers exactly as before it. SUCCESS
 // is final and flows are append-only, so only retention can close a question otherwise: a purge
 // younger than the window (idem.purge takes any age) may remove an open SUCCESS's record. The open
 // SUCCESS entries are looked up again, kRecheckPerCollection of them a collection in turn, so such
@@ -96,6 +97,9 @@ class ReconciliationCollector : public MoneyQuestionCollector {
   // "biz_type\x1fbiz_id": a business object.
   using ObjectKey = std::string;
 
+  // The first update: the open questions of the window, from the definitions, and both readers
+  // started, in one snapshot.
+  void start(pqxx::connection& connection);
   void takeFlow(const pqxx::row& row);
   void takeTransition(const pqxx::row& row);
   // Drops what the window has left behind and counts what is in [now - window, now - grace).
