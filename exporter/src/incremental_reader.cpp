@@ -90,6 +90,20 @@ TableQueries tableQueries(const std::string& relation, const std::string& column
   return q;
 }
 
+TableQueries joinedTableQueries(const std::string& relation, const std::string& alias,
+                                const std::string& columns, const std::string& joins) {
+  const std::string select = "SELECT " + alias + ".id, extract(epoch FROM " + alias +
+                             ".created_at)::float8, " + columns + " FROM " + relation + " AS " +
+                             alias + " " + joins;
+  TableQueries q = tableQueries(relation, "NULL");
+  q.rowsAfter = select + " WHERE " + alias + ".id > $1 ORDER BY " + alias + ".id LIMIT $2";
+  q.rowsInRanges = select +
+                   " JOIN unnest($1::bigint[], $2::bigint[]) AS gap(first_id, last_id)"
+                   " ON " +
+                   alias + ".id BETWEEN gap.first_id AND gap.last_id";
+  return q;
+}
+
 IncrementalReader::IncrementalReader(TableQueries queries, ReaderLimits limits,
                                      TableReadStats& stats)
     : queries_(std::move(queries)), limits_(limits), stats_(stats) {}

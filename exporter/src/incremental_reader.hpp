@@ -83,6 +83,10 @@ struct TableQueries {
 // The statements of one of the idem tables the collectors read (attempts, transitions, fund
 // flows): each row is "id, created_at as epoch seconds, <columns>", and they all read the same way.
 TableQueries tableQueries(const std::string& relation, const std::string& columns);
+// The same for rows that join other tables: `relation` aliased `alias`, then `joins`, with
+// `columns` free to name them ("id, created_at as epoch seconds, <columns>").
+TableQueries joinedTableQueries(const std::string& relation, const std::string& alias,
+                                const std::string& columns, const std::string& joins);
 
 enum class RowOrigin {
   BeforeStart,  // committed before the exporter started: for the ratio window only

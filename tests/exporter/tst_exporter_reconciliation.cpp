@@ -6,7 +6,9 @@
 //   - after a restart of the exporter, which rebuilds them from the window;
 //   - at the window's edge, as time passes;
 //   - when retention removes SUCCESS records that had no charge;
-//   - for rows loaded with the triggers off, followed by the documented recount.
+//   - for rows loaded with the triggers off, followed by the documented recount;
+// and the overcharges gauges, kept the same way, equal idem.overcharged_objects as duplicate
+// charges, refunds and rollbacks arrive from concurrent writers, and after a restart.
 // A crash of PostgreSQL under traffic is tst_exporter_outage's.
 #include <QtTest>
 #include <atomic>
@@ -56,6 +58,27 @@ class TestExporterReconciliation : public QObject {
     QCOMPARE(definition("success_without_money_moved", o), successWithout);
     QCOMPARE(value(s, kDebitWithoutSuccessKey), std::optional(debitWithout));
     QCOMPARE(value(s, kSuccessWithoutDebitKey), std::optional(successWithout));
+  }
+
+  // The overcharges gauges equal the definition's objects and amounts, after three more
+  // reconciliations; returns the objects.
+  double expectOverchargesEqualTheDefinition(RunningExporter& e,
+                                             const exporter::ExporterOptions& o) {
+    if (!e.waitForCollections(3)) {
+      QTest::qFail("no collection", __FILE__, __LINE__);
+      return -1;
+    }
+    const Series s = e.scrape();
+    const std::string from =
+        "FROM idem.overcharged_objects('{payment}', " + ms(o.reconcileWindow) + ")";
+    const auto objects = static_cast<double>(db_->scalar("SELECT count(DISTINCT biz_id) " + from));
+    [&] { QCOMPARE(value(s, overchargedObjectsKey("payment")), std::optional(objects)); }();
+    for (const char* currency : {"CNY", "USD"}) {
+      const auto owed = static_cast<double>(db_->scalar(
+          "SELECT coalesce(sum(owed_minor), 0) " + from + " WHERE currency = '" + currency + "'"));
+      [&] { QCOMPARE(value(s, overchargedAmountKey("payment", currency)).value_or(0), owed); }();
+    }
+    return objects;
   }
 
   static exporter::ExporterOptions options(const std::string& dsn) {
@@ -188,6 +211,64 @@ class TestExporterReconciliation : public QObject {
     RunningExporter again(o);
     expectEqualToTheDefinitions(again, o, debitWithout, successWithout);
     if (QTest::currentTestFailed()) return;
+  }
+
+  void overchargesFollowChargesAndRefunds() {
+    const auto o = options(db_->dsn());
+    auto e = std::make_unique<RunningExporter>(o);
+    QVERIFY(e->waitForCollections(1));
+    // Each writer charges its objects twice (a CAPTURE in the other currency for every third),
+    // refunds some in part and some in full, and rolls some second charges back.
+    constexpr int kWriters = 4;
+    constexpr int kObjects = 30;
+    std::vector<std::string> errors(kWriters);
+    std::vector<std::thread> writers;
+    for (int w = 0; w < kWriters; ++w) {
+      writers.emplace_back([&, w] {
+        try {
+          pqxx::connection c(db_->dsn());
+          for (int i = 0; i < kObjects; ++i) {
+            const std::string n = std::to_string(w) + "-" + std::to_string(i);
+            auto flow = [&](const char* kind, int amount, const char* currency,
+                            const std::string& ref) {
+              return "SELECT idem.record_fund_flow('payment', " + c.quote("twice-" + n) + ", '" +
+                     kind + "', " + std::to_string(amount) + ", '" + currency + "', " +
+                     c.quote(ref + n) + ")";
+            };
+            pqxx::nontransaction(c).exec(flow("DEBIT", 500, "USD", "first-"));
+            pqxx::work second(c);
+            second.exec(i % 3 == 0 ? flow("CAPTURE", 300, "CNY", "second-")
+                                   : flow("DEBIT", 500, "USD", "second-"));
+            if (i % 5 == 4) {
+              second.abort();
+              continue;
+            }
+            second.commit();
+            if (i % 4 == 1) pqxx::nontransaction(c).exec(flow("REFUND", 200, "USD", "part-"));
+            if (i % 4 == 2) pqxx::nontransaction(c).exec(flow("REFUND", 500, "USD", "full-"));
+          }
+        } catch (const std::exception& ex) {
+          errors[w] = ex.what();
+        }
+      });
+    }
+    for (auto& t : writers) t.join();
+    for (const std::string& error : errors) QVERIFY2(error.empty(), error.c_str());
+    const double objects = expectOverchargesEqualTheDefinition(*e, o);
+    if (QTest::currentTestFailed()) return;
+    QVERIFY2(objects > 0 && objects < kWriters * kObjects, "the data set is not trivial");
+
+    // A refund pays back the rest of one refunded in part (charged 500 twice, 200 back): one
+    // object fewer.
+    db_->exec(
+        "SELECT idem.record_fund_flow('payment', 'twice-0-5', 'REFUND', 300, 'USD', "
+        "'late-refund')");
+    QCOMPARE(expectOverchargesEqualTheDefinition(*e, o), objects - 1);
+    if (QTest::currentTestFailed()) return;
+
+    e.reset();
+    RunningExporter again(o);
+    QCOMPARE(expectOverchargesEqualTheDefinition(again, o), objects - 1);
   }
 
   void followsTheWindowsEdge() {

@@ -1,5 +1,6 @@
 #include "collectors/overcharges_collector.hpp"
 
+#include <algorithm>
 #include <pqxx/pqxx>
 
 #include "collectors/registry.hpp"
@@ -9,37 +10,136 @@
 namespace idem::exporter {
 namespace {
 
-// Per (biz type, currency) the objects and the excess; per biz type alone (currency NULL) the
-// objects, each once even when overcharged in two currencies. The function is inlined into this
-// query, its unused columns (the keys' agents) left out of the plan.
-constexpr const char* kOvercharges = R"SQL(
-SELECT biz_type, currency, count(DISTINCT biz_id)::float8, sum(owed_minor)::float8
-  FROM idem.overcharged_objects($1::text[], $2::interval)
- GROUP BY GROUPING SETS ((biz_type, currency), (biz_type))
+// Each flow, and whether it may change what its object owes: a DEBIT, CAPTURE or REFUND of the
+// reconciled biz types whose object was charged more than once.
+TableQueries flowQueries(const std::string& bizTypes) {
+  return joinedTableQueries(
+      "idem.fund_flows", "f",
+      "f.biz_type, f.biz_id, f.kind IN ('DEBIT', 'CAPTURE', 'REFUND') AND f.biz_type = ANY(" +
+          bizTypes +
+          ") AND EXISTS (SELECT FROM idem.charged_objects AS co WHERE co.biz_type = f.biz_type"
+          " AND co.biz_id = f.biz_id AND co.charges > 1)",
+      "");
+}
+
+// The start's objects: those the definition (idem.overcharged_objects) walks, charged more than
+// once with a charge within the window ($2).
+constexpr const char* kRepeated = R"SQL(
+SELECT co.biz_type, co.biz_id
+  FROM idem.charged_objects AS co
+ WHERE co.charges > 1 AND co.last_charge_at >= now() - $2::interval
+   AND co.biz_type = ANY($1::text[])
+)SQL";
+
+// What each of the objects ($1 biz types, $2 biz ids) owes per currency, and its latest charge:
+// idem.overcharged_objects' arithmetic for those objects alone (the DEBIT and CAPTURE flows less
+// the first of them, less the REFUNDs); tst_exporter_money holds the two equal.
+constexpr const char* kOwed = R"SQL(
+SELECT g.biz_type, g.biz_id, g.currency,
+       (coalesce(sum(g.amount) FILTER (WHERE g.charge AND g.id <> g.first_id), 0)
+        - coalesce(sum(g.amount) FILTER (WHERE g.kind = 'REFUND'), 0))::float8,
+       extract(epoch FROM max(g.latest_charge_at))::float8
+  FROM (SELECT f.biz_type::text AS biz_type, f.biz_id::text AS biz_id,
+               f.currency::text AS currency, f.kind::text AS kind, f.id,
+               f.amount_minor::numeric AS amount, f.kind IN ('DEBIT', 'CAPTURE') AS charge,
+               first_value(f.id) OVER o AS first_id,
+               max(f.created_at) FILTER (WHERE f.kind IN ('DEBIT', 'CAPTURE'))
+                   OVER (PARTITION BY f.biz_type, f.biz_id) AS latest_charge_at
+          FROM unnest($1::text[], $2::text[]) AS x(biz_type, biz_id)
+          JOIN idem.fund_flows AS f ON f.biz_type = x.biz_type AND f.biz_id = x.biz_id
+        WINDOW o AS (PARTITION BY f.biz_type, f.biz_id
+                     ORDER BY f.kind IN ('DEBIT', 'CAPTURE') DESC, f.id
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)) AS g
+ GROUP BY g.biz_type, g.biz_id, g.currency
 )SQL";
 
 }  // namespace
 
 OverchargesCollector::OverchargesCollector(ReconciliationSettings settings,
-                                           std::size_t maxCurrencies)
-    : MoneyQuestionCollector(std::move(settings)), currencies_(maxCurrencies) {
+                                           std::size_t maxCurrencies, ReaderLimits limits,
+                                           ReadStats& stats)
+    : MoneyQuestionCollector(std::move(settings)),
+      flows_(flowQueries(bizTypesConstant()), startLimits(limits), stats.table(kFlowsTable)),
+      currencies_(maxCurrencies) {
   for (const std::string& biz : settings_.bizTypes) objects_[biz] = 0;
 }
 
 void OverchargesCollector::update(pqxx::connection& connection) {
-  idem::ReadTransaction tx(connection);
-  requireMoneyQuestion(tx, "idem.overcharged_objects(text[],interval)");
-  const pqxx::result rows = tx.exec_params(kOvercharges, bizTypesParameter(), windowParameter());
-  tx.commit();
+  {
+    idem::ReadTransaction tx(connection);
+    requireMoneyQuestion(tx, "idem.overcharged_objects(text[],interval)");
+    tx.commit();
+  }
+  if (!flows_.started()) {
+    start(connection);
+    publish(flows_.snapshotTime());
+    return;
+  }
+  flows_.poll(connection, [this](const pqxx::row& row, RowOrigin) {
+    if (row[4].as<bool>()) dirty_.push_back(objectKey(row[2], row[3]));
+  });
+  if (!dirty_.empty()) {
+    idem::ReadTransaction tx(connection);
+    recompute(tx);
+    tx.commit();
+  }
+  publish(flows_.snapshotTime());
+}
+
+void OverchargesCollector::start(pqxx::connection& connection) {
+  const idem::StatementTimeoutScope longer(startTimeout());
+  try {
+    idem::SnapshotRead tx(connection);
+    for (const pqxx::row& row :
+         tx.exec_params(kRepeated, bizTypesParameter(), startWindowParameter())) {
+      dirty_.push_back(objectKey(row[0], row[1]));
+    }
+    flows_.startWithin(tx, [this](const pqxx::row& row, RowOrigin) {
+      if (row[4].as<bool>()) dirty_.push_back(objectKey(row[2], row[3]));
+    });
+    recompute(tx);
+    tx.commit();
+  } catch (...) {
+    flows_.reset();
+    owed_.clear();
+    dirty_.clear();
+    throw;
+  }
+}
+
+void OverchargesCollector::recompute(pqxx::transaction_base& tx) {
+  std::sort(dirty_.begin(), dirty_.end());
+  dirty_.erase(std::unique(dirty_.begin(), dirty_.end()), dirty_.end());
+  const auto [types, ids] = objectsParameters(dirty_);
+  const pqxx::result rows = tx.exec_params(kOwed, types, ids);
+  for (const ObjectKey& key : dirty_) owed_.erase(key);
+  for (const pqxx::row& row : rows) {
+    const double owed = row[3].as<double>();
+    if (owed <= 0) continue;
+    Owed& o = owed_[objectKey(row[0], row[1])];
+    o.bizType = row[0].c_str();
+    o.latestChargeAt = row[4].as<double>();
+    o.byCurrency[row[2].c_str()] = owed;
+  }
+  dirty_.clear();
+}
+
+void OverchargesCollector::publish(double now) {
+  const double from = now - std::chrono::duration<double>(settings_.window).count();
   std::map<std::string, double> objects;
   for (const std::string& biz : settings_.bizTypes) objects[biz] = 0;
   std::map<std::pair<std::string, std::string>, double> amounts;
-  for (const pqxx::row& row : rows) {
-    if (row[1].is_null()) {
-      objects[row[0].c_str()] = row[2].as<double>();
-    } else {
-      amounts[{row[0].c_str(), currencies_.labelOf(row[1].c_str())}] += row[3].as<double>();
+  for (auto it = owed_.begin(); it != owed_.end();) {
+    const Owed& o = it->second;
+    if (o.latestChargeAt < from) {
+      it = owed_.erase(it);
+      continue;
     }
+    objects[o.bizType] += 1;
+    for (const auto& [currency, amount] : o.byCurrency) {
+      amounts[{o.bizType, currencies_.labelOf(currency)}] += amount;
+    }
+    ++it;
   }
   std::lock_guard lock(mutex_);
   objects_ = std::move(objects);
@@ -71,11 +171,13 @@ void OverchargesCollector::collect(std::vector<prometheus::MetricFamily>& out) c
 [[maybe_unused]] const bool registered = registerCollector({
     .name = "overcharges",
     .order = 60,
+    .tables = {OverchargesCollector::kFlowsTable},
     // Its flags are the reconciliation's (--reconcile-interval, -window, -biz-types).
     .make =
         [](const CollectorContext& c) {
           return std::make_unique<OverchargesCollector>(ReconciliationSettings::from(c.options),
-                                                        c.options.maxCurrencies);
+                                                        c.options.maxCurrencies, c.reader,
+                                                        c.readStats);
         },
 });
 

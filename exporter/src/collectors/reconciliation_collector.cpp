@@ -36,40 +36,15 @@ std::string intervalText(std::chrono::milliseconds d) {
   return std::to_string(d.count()) + " milliseconds";
 }
 
-// A text[] literal as a SQL string constant: the readers' statements take only the reader's own
-// parameters, so the biz types are part of their text.
-std::string textArrayConstant(const std::vector<std::string>& values) {
-  std::string out = "'";
-  for (char c : textArrayLiteral(values)) {
-    if (c == '\'') out += '\'';
-    out += c;
-  }
-  return out + "'::text[]";
-}
-
-// The statements of a reader whose rows come from `from` (a relation aliased `alias`, with
-// joins): "id, created_at as epoch seconds, <columns>", as tableQueries' are.
-TableQueries readerQueries(const std::string& relation, const std::string& alias,
-                           const std::string& columns, const std::string& joins) {
-  const std::string select = "SELECT " + alias + ".id, extract(epoch FROM " + alias +
-                             ".created_at)::float8, " + columns + " FROM " + relation + " AS " +
-                             alias + " " + joins;
-  TableQueries q = tableQueries(relation, "NULL");
-  q.rowsAfter = select + " WHERE " + alias + ".id > $1 ORDER BY " + alias + ".id LIMIT $2";
-  q.rowsInRanges = select +
-                   " JOIN unnest($1::bigint[], $2::bigint[]) AS gap(first_id, last_id)"
-                   " ON " +
-                   alias + ".id BETWEEN gap.first_id AND gap.last_id";
-  return q;
-}
+constexpr char kKeySeparator = '\x1f';
 
 // Each flow, and for a DEBIT or CAPTURE of the reconciled biz types whether its object has a
 // SUCCESS record or the tombstone of one (NULL for any other flow), asked in the statement that
 // reads it.
-TableQueries flowQueries(const std::vector<std::string>& bizTypes) {
+TableQueries flowQueries(const std::string& bizTypes) {
   const std::string charge =
-      "(f.kind IN ('DEBIT', 'CAPTURE') AND f.biz_type = ANY(" + textArrayConstant(bizTypes) + "))";
-  return readerQueries(
+      "(f.kind IN ('DEBIT', 'CAPTURE') AND f.biz_type = ANY(" + bizTypes + "))";
+  return joinedTableQueries(
       "idem.fund_flows", "f",
       "f.biz_type, f.biz_id, " + charge + ", CASE WHEN " + charge +
           " THEN EXISTS (SELECT FROM idem.records AS x WHERE x.status = 'SUCCESS'"
@@ -82,14 +57,14 @@ TableQueries flowQueries(const std::vector<std::string>& bizTypes) {
 // Each transition, and for one to SUCCESS its object, when the record succeeded (its updated_at,
 // which the definition reads) and, for the reconciled biz types, whether the object has a DEBIT or
 // CAPTURE flow. A record already purged answers from its tombstone: the object only.
-TableQueries transitionQueries(const std::vector<std::string>& bizTypes) {
-  return readerQueries(
+TableQueries transitionQueries(const std::string& bizTypes) {
+  return joinedTableQueries(
       "idem.transitions", "t", "s.biz_type, s.biz_id, s.succeeded_at, s.charged",
       "LEFT JOIN LATERAL ("
       "SELECT r.biz_type::text AS biz_type, r.biz_id::text AS biz_id,"
       " extract(epoch FROM r.updated_at)::float8 AS succeeded_at,"
       " CASE WHEN r.biz_type = ANY(" +
-          textArrayConstant(bizTypes) +
+          bizTypes +
           ") THEN EXISTS (SELECT FROM idem.fund_flows AS f"
           " WHERE f.biz_type = r.biz_type AND f.biz_id = r.biz_id"
           " AND f.kind IN ('DEBIT', 'CAPTURE')) END AS charged"
@@ -126,27 +101,6 @@ SELECT o.biz_type, o.biz_id
                       AND x.biz_id = o.biz_id)
 )SQL";
 
-constexpr char kKeySeparator = '\x1f';
-
-std::string objectKey(const pqxx::field& bizType, const pqxx::field& bizId) {
-  std::string key = bizType.c_str();
-  key += kKeySeparator;
-  key += bizId.c_str();
-  return key;
-}
-
-// The start reads the window and a little more, so that nothing the first counts need is left
-// out by the difference between the start's now() and a later collection's.
-constexpr std::chrono::minutes kStartMargin{1};
-constexpr std::chrono::minutes kStartTimeout{5};
-
-// The readers read no window of their own: the start's open questions come from the definitions
-// (ReconciliationCollector::start).
-ReaderLimits startLimits(ReaderLimits limits) {
-  limits.window = std::chrono::milliseconds(0);
-  return limits;
-}
-
 }  // namespace
 
 ReconciliationSettings ReconciliationSettings::from(const ExporterOptions& o) {
@@ -173,11 +127,56 @@ std::string MoneyQuestionCollector::graceParameter() const {
   return intervalText(settings_.grace);
 }
 
+MoneyQuestionCollector::ObjectKey MoneyQuestionCollector::objectKey(const pqxx::field& bizType,
+                                                                    const pqxx::field& bizId) {
+  ObjectKey key = bizType.c_str();
+  key += kKeySeparator;
+  key += bizId.c_str();
+  return key;
+}
+
+std::pair<std::string, std::string> MoneyQuestionCollector::objectsParameters(
+    const std::vector<ObjectKey>& objects) {
+  std::vector<std::string> types;
+  std::vector<std::string> ids;
+  types.reserve(objects.size());
+  ids.reserve(objects.size());
+  for (const ObjectKey& key : objects) {
+    const std::size_t cut = key.find(kKeySeparator);
+    types.push_back(key.substr(0, cut));
+    ids.push_back(key.substr(cut + 1));
+  }
+  return {textArrayLiteral(types), textArrayLiteral(ids)};
+}
+
+std::string MoneyQuestionCollector::bizTypesConstant() const {
+  std::string out = "'";
+  for (char c : bizTypesParameter()) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  return out + "'::text[]";
+}
+
+std::string MoneyQuestionCollector::startWindowParameter() const {
+  return intervalText(settings_.window + std::chrono::minutes(1));
+}
+
+std::chrono::milliseconds MoneyQuestionCollector::startTimeout() {
+  return std::max(idem::currentStatementTimeout(),
+                  std::chrono::milliseconds(std::chrono::minutes(5)));
+}
+
+ReaderLimits MoneyQuestionCollector::startLimits(ReaderLimits limits) {
+  limits.window = std::chrono::milliseconds(0);
+  return limits;
+}
+
 ReconciliationCollector::ReconciliationCollector(ReconciliationSettings settings,
                                                  ReaderLimits limits, ReadStats& stats)
     : MoneyQuestionCollector(std::move(settings)),
-      flows_(flowQueries(settings_.bizTypes), startLimits(limits), stats.table(kFlowsTable)),
-      transitions_(transitionQueries(settings_.bizTypes), startLimits(limits),
+      flows_(flowQueries(bizTypesConstant()), startLimits(limits), stats.table(kFlowsTable)),
+      transitions_(transitionQueries(bizTypesConstant()), startLimits(limits),
                    stats.table(kTransitionsTable)) {}
 
 void ReconciliationCollector::update(pqxx::connection& connection) {
@@ -201,11 +200,10 @@ void ReconciliationCollector::update(pqxx::connection& connection) {
 void ReconciliationCollector::start(pqxx::connection& connection) {
   // Once, and as long as the old whole-window question took at every reconciliation: a longer
   // bound than the collections' own.
-  const idem::StatementTimeoutScope longer(
-      std::max(idem::currentStatementTimeout(), std::chrono::milliseconds(kStartTimeout)));
+  const idem::StatementTimeoutScope longer(startTimeout());
   try {
     idem::SnapshotRead tx(connection);
-    const std::string window = intervalText(settings_.window + kStartMargin);
+    const std::string window = startWindowParameter();
     for (const pqxx::row& row : tx.exec_params(kOpenCharges, bizTypesParameter(), window)) {
       openCharges_[objectKey(row[0], row[1])].push_back(row[2].as<double>());
     }
@@ -246,21 +244,17 @@ void ReconciliationCollector::takeTransition(const pqxx::row& row) {
 void ReconciliationCollector::dropPurgedSuccesses(pqxx::connection& connection) {
   if (openSuccesses_.empty()) return;
   const std::size_t n = std::min(kRecheckPerCollection, openSuccesses_.size());
-  std::vector<std::string> types;
-  std::vector<std::string> ids;
-  types.reserve(n);
-  ids.reserve(n);
+  std::vector<ObjectKey> asked;
+  asked.reserve(n);
   auto it = openSuccesses_.upper_bound(recheckAfter_);
   for (std::size_t i = 0; i < n; ++i, ++it) {
     if (it == openSuccesses_.end()) it = openSuccesses_.begin();
-    const std::size_t cut = it->first.find(kKeySeparator);
-    types.push_back(it->first.substr(0, cut));
-    ids.push_back(it->first.substr(cut + 1));
+    asked.push_back(it->first);
     recheckAfter_ = it->first;
   }
+  const auto [types, ids] = objectsParameters(asked);
   idem::ReadTransaction tx(connection);
-  const pqxx::result gone =
-      tx.exec_params(kPurgedSuccesses, textArrayLiteral(types), textArrayLiteral(ids));
+  const pqxx::result gone = tx.exec_params(kPurgedSuccesses, types, ids);
   tx.commit();
   for (const pqxx::row& row : gone) openSuccesses_.erase(objectKey(row[0], row[1]));
 }

@@ -37,9 +37,11 @@
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <pqxx/row>
 #include <pqxx/transaction_base>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "collectors/collector.hpp"
@@ -77,6 +79,27 @@ class MoneyQuestionCollector : public Collector {
   std::string windowParameter() const;
   std::string graceParameter() const;
 
+  // What the collectors that keep their answers from an incremental reader share.
+  // "biz_type\x1fbiz_id": a business object.
+  using ObjectKey = std::string;
+  static ObjectKey objectKey(const pqxx::field& bizType, const pqxx::field& bizId);
+  // {biz types}, {biz ids}: text[] parameters in text form.
+  static std::pair<std::string, std::string> objectsParameters(
+      const std::vector<ObjectKey>& objects);
+  // The biz types as a text[] SQL constant: a reader's statements take only the reader's own
+  // parameters, so the biz types are part of their text.
+  std::string bizTypesConstant() const;
+  // The window the start reads, a little longer than --reconcile-window, so that nothing the
+  // first counts need is left out by the difference between the start's now() and a later
+  // collection's.
+  std::string startWindowParameter() const;
+  // The start reads the window once, as long as a whole-window question took at every
+  // reconciliation before: a longer bound than the collections' own.
+  static std::chrono::milliseconds startTimeout();
+  // A reader's limits with no window of its own: its collector's start reads the answers from
+  // the definitions, in the snapshot the reader starts in.
+  static ReaderLimits startLimits(ReaderLimits limits);
+
   const ReconciliationSettings settings_;
   mutable std::mutex mutex_;
 };
@@ -94,9 +117,6 @@ class ReconciliationCollector : public MoneyQuestionCollector {
   static constexpr const char* kTransitionsTable = "reconciliation_transitions";
 
  private:
-  // "biz_type\x1fbiz_id": a business object.
-  using ObjectKey = std::string;
-
   // The first update: the open questions of the window, from the definitions, and both readers
   // started, in one snapshot.
   void start(pqxx::connection& connection);
