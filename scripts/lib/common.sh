@@ -8,7 +8,7 @@ IDEMWATCH_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libpqxx-dev libssl-dev nlohmann-json3-dev prometheus-cpp-dev libcivetweb-dev libboost-dev
   qt6-base-dev qt6-charts-dev libgl-dev
-  postgresql postgresql-contrib pgbouncer
+  postgresql postgresql-contrib pgbouncer patroni etcd-server haproxy
   prometheus xvfb openssl curl shellcheck
   libcli11-dev libyaml-cpp-dev libpugixml-dev clang-format clang-tidy
   help2man lintian dpkg-dev systemd

@@ -121,6 +121,100 @@ class Cluster:
         return f"host=127.0.0.1 port={port} dbname=chaos user={user} connect_timeout=5"
 
 
+class HaCluster:
+    """Three PostgreSQL nodes under Patroni with etcd and HAProxy (scripts/ha), replicated
+    synchronously or not. A crash here is a failover: the replicas fall a moment behind (the
+    leader's WAL senders stopped for half a second while the agents keep writing), then the
+    leader's postmaster and WAL senders are killed with SIGKILL and a replica takes over. With synchronous replication the leader cannot
+    acknowledge a commit in that moment; without it, what it acknowledged then is lost."""
+
+    def __init__(self, script: pathlib.Path, work: pathlib.Path, synchronous: bool):
+        self.script, self.synchronous = script, synchronous
+        self.dir = work / "ha"
+        self.env = dict(os.environ, IDEMWATCH_HA_DIR=str(self.dir))
+        self.up = False
+        self.failover_seconds: list[float] = []
+        if os.getuid() == 0:
+            shutil.chown(work, "postgres")
+
+    def _script(self, *argv: str) -> str:
+        return subprocess.run(["bash", str(self.script), *argv], env=self.env, check=True,
+                              stdout=subprocess.PIPE, text=True).stdout
+
+    def start(self) -> None:
+        if self.up:
+            return
+        self._script("up", *([] if self.synchronous else ["--async"]))
+        self.ports = dict(re.findall(r"(HA_\w+)=(\d+)\b", self._script("env")))
+        self.port = int(self.ports["HA_RW"])
+        self.up = True
+
+    def nodes(self) -> list[str]:
+        return [k[len("HA_PG_"):] for k in self.ports if k.startswith("HA_PG_")]
+
+    def leader(self) -> str | None:
+        for node in self.nodes():
+            try:
+                url = f"http://127.0.0.1:{self.ports['HA_REST_' + node]}/primary"
+                with urllib.request.urlopen(urllib.request.Request(url, method="OPTIONS"), timeout=2):
+                    return node
+            except OSError:
+                continue
+        return None
+
+    def _node_sql(self, node: str, query: str) -> list[tuple]:
+        dsn = f"host=127.0.0.1 port={self.ports['HA_PG_' + node]} user=postgres dbname=postgres connect_timeout=2"
+        with psycopg.connect(dsn, autocommit=True) as c:
+            return c.execute(query).fetchall()
+
+    def crash(self, lag_first: bool = True) -> None:
+        old = self.leader()
+        if old is None:
+            raise OSError("no leader to fail over from")
+        senders = []
+        if lag_first:
+            # The leader's WAL senders stopped, so what it writes from now on reaches no replica.
+            senders = [pid for (pid,) in self._node_sql(old, "SELECT pid FROM pg_stat_replication")]
+            for pid in senders:
+                os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.5)
+        pid = int((self.dir / old / "data" / "postmaster.pid").read_text().split()[0])
+        killed = time.monotonic()
+        for victim in [pid] + senders:
+            os.kill(victim, signal.SIGKILL)
+        # Failover time: from the kill to the first write committed through the read-write port.
+        deadline = killed + 90
+        while True:
+            try:
+                with psycopg.connect(f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres "
+                                     "connect_timeout=2", autocommit=True) as c:
+                    c.execute("SET statement_timeout = '3s'")
+                    c.execute("SELECT pg_current_xact_id()")
+                break
+            except psycopg.Error:
+                if time.monotonic() > deadline:
+                    raise OSError(f"no leader took over within 90 s of killing {old}")
+                time.sleep(0.2)
+        self.failover_seconds.append(time.monotonic() - killed)
+        new = self.leader()
+        what = f"failover from {old} to {new}" if new != old else \
+            f"{old} recovered in place (no synchronous standby could take over)"
+        say(f"{what}: first committed write after {self.failover_seconds[-1]:.1f} s")
+
+    def stop(self) -> None:
+        if self.up:
+            subprocess.run(["bash", str(self.script), "down"], env=self.env, stdout=subprocess.DEVNULL)
+            self.up = False
+
+    def dsn(self, user: str = "postgres", port: int | None = None) -> str:
+        if port is not None:
+            return f"host=127.0.0.1 port={port} dbname=chaos user={user} connect_timeout=5"
+        hosts = ",".join("127.0.0.1" for _ in self.nodes()) if self.up else "127.0.0.1"
+        ports = ",".join(self.ports["HA_PG_" + n] for n in self.nodes()) if self.up else "0"
+        return (f"host={hosts} port={ports} dbname=chaos user={user} connect_timeout=5 "
+                "target_session_attrs=read-write")
+
+
 class FaultProxy:
     """A TCP layer between the agents and PostgreSQL that resets connections mid-stream (a hard RST
     after a random number of bytes) and now and then stalls a chunk, on a thread of its own."""
@@ -261,7 +355,11 @@ class Run:
         self.rng = random.Random(args.seed)
         self.work = pathlib.Path(tempfile.mkdtemp(prefix="idemwatch-chaos-", dir="/tmp"))
         self.failures: list[str] = []
-        self.cluster = Cluster(pathlib.Path(args.pg_bin), self.work)
+        if args.ha:
+            script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "ha"
+            self.cluster = HaCluster(script, self.work, args.ha == "sync")
+        else:
+            self.cluster = Cluster(pathlib.Path(args.pg_bin), self.work)
         self.processes: list[Process] = []
 
     def check(self, ok: bool, what: str) -> None:
@@ -336,6 +434,9 @@ class Run:
         crashes_left = self.args.pg_crashes
         end = time.monotonic() + self.args.duration
         next_fault = time.monotonic() + self.rng.uniform(2, 5)
+        # On a replicated cluster the failovers come at set moments, spread over the run.
+        failovers = [end - self.args.duration * (1 - (i + 1) / (crashes_left + 1)) for i in range(crashes_left)] \
+            if self.args.ha else []
         while time.monotonic() < end:
             time.sleep(1)
             for port in self.exporter_ports:
@@ -343,11 +444,17 @@ class Run:
             for p in sims:
                 if not p.alive():  # its plan is done: it starts over, as a restarted agent does
                     p.start()
+            if failovers and time.monotonic() >= failovers[0]:
+                failovers.pop(0)
+                crashes_left -= 1
+                say("the replicas fall behind, then kill -9 the leader's postmaster")
+                self.cluster.crash()
+                continue
             if time.monotonic() < next_fault:
                 continue
             next_fault = time.monotonic() + self.rng.uniform(2, 6)
             choice = self.rng.choice(["simulator", "simulator", "reconciler", "exporter", "postgres"])
-            if choice == "postgres" and crashes_left > 0:
+            if choice == "postgres" and crashes_left > 0 and not self.args.ha:
                 crashes_left -= 1
                 say("crash PostgreSQL (pg_ctl -m immediate)")
                 self.cluster.crash()
@@ -405,8 +512,14 @@ class Run:
             p.start()
         if self.args.pg_crashes > 0:
             time.sleep(2)
-            say("crash PostgreSQL (pg_ctl -m immediate) while the exporters count")
-            self.cluster.crash()
+            if self.args.ha:
+                # A plain failover: a commit the old leader made visible while its synchronous
+                # standby had not yet confirmed it could be counted and then lost.
+                say("kill -9 the leader's postmaster while the exporters count")
+                self.cluster.crash(lag_first=False)
+            else:
+                say("crash PostgreSQL (pg_ctl -m immediate) while the exporters count")
+                self.cluster.crash()
             time.sleep(1.5)
             self.cluster.start()
         self.summaries = []
@@ -485,6 +598,10 @@ class Run:
 
         records = {k: s for k, s in self.sql("SELECT idempotency_key, status FROM idem.records "
                                              "WHERE biz_id LIKE 'chaos%'")}
+        # An agent acts only on a claim acknowledged `executed`: a side effect under a key with no
+        # record is a claim the database acknowledged and then lost.
+        lost = sorted(k for k in by_key if k not in records)
+        self.check(not lost, f"every claim an agent acted on is still recorded ({len(lost)} lost: {lost[:5]})")
         success_without = sorted(k for k, s in records.items()
                                  if s == "SUCCESS" and sum(not e["deliberate"] for e in by_key.get(k, [])) != 1)
         self.check(not success_without,
@@ -542,6 +659,9 @@ class Run:
                                        f"({rows:.0f} rows; differ: {differ[:3]})")
         say(f"scrapes during the chaos: {self.scrapes['answered']} answered, "
             f"{self.scrapes['unanswered']} unanswered")
+        if self.args.ha:
+            say("failovers, kill to the first committed write: "
+                + ", ".join(f"{t:.1f} s" for t in self.cluster.failover_seconds))
 
     def close(self) -> None:
         for p in self.processes:
@@ -564,7 +684,10 @@ def main() -> int:
     parser.add_argument("--operations", type=int, default=1200, help="operations in each simulator's plan")
     parser.add_argument("--simulators", type=int, default=2)
     parser.add_argument("--exporters", type=int, default=2)
-    parser.add_argument("--pg-crashes", type=int, default=2)
+    parser.add_argument("--pg-crashes", type=int, default=2,
+                        help="PostgreSQL crashes; with --ha, failovers, evenly spread over the run")
+    parser.add_argument("--ha", choices=["sync", "async"],
+                        help="run on a replicated cluster (scripts/ha), replicated synchronously or not")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--isolation", default="read committed",
                         choices=["read committed", "repeatable read", "serializable"],
