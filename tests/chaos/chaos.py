@@ -660,6 +660,17 @@ class Run:
         say(f"scrapes during the chaos: {self.scrapes['answered']} answered, "
             f"{self.scrapes['unanswered']} unanswered")
         if self.args.ha:
+            # The leader as idemctl doctor sees it: replicated, so a synchronous standby is due. A
+            # replica that just came back may take a few seconds to be chosen again.
+            deadline, finding = time.monotonic() + 30, ""
+            while True:
+                out = subprocess.run([self.args.idemctl, "doctor", "--db.dsn", self.cluster.dsn()],
+                                     stdout=subprocess.PIPE, text=True).stdout
+                finding = next((line for line in out.splitlines() if "synchronous_standby:" in line), out)
+                if finding.startswith("ok") or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            self.check(finding.startswith("ok"), f"idemctl doctor finds a synchronous standby ({finding})")
             say("failovers, kill to the first committed write: "
                 + ", ".join(f"{t:.1f} s" for t in self.cluster.failover_seconds))
 

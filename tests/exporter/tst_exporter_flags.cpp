@@ -201,7 +201,7 @@ class TestExporterFlags : public QObject {
     for (const CollectorRegistration* r : registeredCollectors()) names.push_back(r->name);
     QCOMPARE(names, (std::vector<std::string>{"unsettled_records", "requests", "fund_flows",
                                               "transitions", "reconciliation", "overcharges",
-                                              "gateway_evidence", "probe"}));
+                                              "gateway_evidence", "durability", "probe"}));
   }
 
   void noCollectorRemovesItsFamiliesFromTheScrape() {

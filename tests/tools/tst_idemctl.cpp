@@ -5,6 +5,7 @@
 // tombstones.
 #include <QProcess>
 #include <QtTest>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "idem/migrations.hpp"
@@ -158,6 +159,8 @@ commands:
   expire-leases          turn PROCESSING records past their lease into UNKNOWN
   purge                  delete settled records older than a given age, leaving tombstones
                          of their keys
+  doctor                 check a live server against the durability contract (fsync,
+                         synchronous commit and standbys, slots, clock)
   help                   this text; `idemctl COMMAND --help` describes a command's flags
   version                print the version
 
@@ -421,6 +424,53 @@ The database comes from --db.dsn, else IDEMWATCH_DSN, else libpq's environment (
     // A late retry of a purged key is retired, never executed.
     pqxx::connection c(as(writer_));
     QCOMPARE(ProtocolClient(c).begin(test::payRequest("pay-1", "o-1")).outcome, Outcome::Retired);
+  }
+
+  // doctor reads the server it reaches: each setting as SHOW gives it, a protocol login's own
+  // synchronous_commit, an inactive slot; one line a finding, exit 1 on a problem.
+  void doctorNamesWhatBreaksTheDurabilityContract() {
+    const std::string fsync = text("SHOW fsync");
+    const std::string careless = db_->createLoginRole("careless", "idem_writer");
+    const std::string cautious = db_->createLoginRole("cautious", "idem_ledger");
+    db_->exec("ALTER ROLE " + careless + " IN DATABASE " + db_->name() +
+              " SET synchronous_commit = off");
+    db_->exec("ALTER ROLE " + cautious + " SET synchronous_commit = remote_apply");
+    const std::string slot = "doctor_" + db_->name();
+    db_->exec("SELECT pg_create_physical_replication_slot('" + slot + "', true)");
+    const int code = idemctl({"doctor", "--db.dsn", db_->dsn()});
+    db_->exec("SELECT pg_drop_replication_slot('" + slot + "')");
+    QCOMPARE(code, 1);
+    QVERIFY2(outSays("PROBLEM synchronous_commit: login " + careless +
+                     " (set on its role in this database) has synchronous_commit = off: a crash "
+                     "of PostgreSQL loses the last claims it acknowledged"),
+             out_.c_str());
+    QVERIFY2(!outSays(cautious), out_.c_str());  // remote_apply keeps the contract
+    QVERIFY2(outSays(fsync == "on" ? "ok      fsync: fsync is on\n"
+                                   : "PROBLEM fsync: fsync is off: a crash of the machine"),
+             out_.c_str());
+    QVERIFY2(outSays("replication_slots: replication slot " + slot + " is inactive and holds "),
+             out_.c_str());
+    QVERIFY2(outSays("note    synchronous_standby: no standby streams from this primary"),
+             out_.c_str());
+
+    // Fixed, the same server passes but for what the test cannot change (its fsync).
+    db_->exec("ALTER ROLE " + careless + " IN DATABASE " + db_->name() +
+              " RESET synchronous_commit");
+    QCOMPARE(
+        idemctl({"doctor", "--json", "--db.dsn", db_->dsn()}),
+        fsync == "on" && text("SHOW full_page_writes") == "on" &&
+                text("SELECT reset_val FROM pg_settings WHERE name = 'synchronous_commit'") != "off"
+            ? 0
+            : 1);
+    const auto doc = nlohmann::json::parse(out_);
+    std::vector<std::string> checks;
+    for (const auto& f : doc["findings"]) {
+      if (checks.empty() || checks.back() != f["check"]) checks.push_back(f["check"]);
+    }
+    QCOMPARE(checks,
+             (std::vector<std::string>{"fsync", "full_page_writes", "synchronous_commit",
+                                       "synchronous_standby", "replication_slots", "clock"}));
+    QVERIFY(out_.find(careless) == std::string::npos);
   }
 
   void maintenanceCommands() {
