@@ -121,11 +121,28 @@ class Cluster:
         return f"host=127.0.0.1 port={port} dbname=chaos user={user} connect_timeout=5"
 
 
+def postmaster_and_children(pid: int) -> list[int]:
+    """A postmaster and every process it started: SIGKILL to all of them is the machine's death
+    as far as PostgreSQL can tell (a backend outliving its postmaster could still commit)."""
+    out = [pid]
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(proc.name))
+    return out
+
+
 class HaCluster:
     """Three PostgreSQL nodes under Patroni with etcd and HAProxy (scripts/ha), replicated
     synchronously or not. A crash here is a failover: the replicas fall a moment behind (the
     leader's WAL senders stopped for half a second while the agents keep writing), then the
-    leader's postmaster and WAL senders are killed with SIGKILL and a replica takes over. With synchronous replication the leader cannot
+    leader's postmaster and every process it started are killed with SIGKILL and a replica takes
+    over. With synchronous replication the leader cannot
     acknowledge a commit in that moment; without it, what it acknowledged then is lost."""
 
     def __init__(self, script: pathlib.Path, work: pathlib.Path, synchronous: bool):
@@ -179,9 +196,13 @@ class HaCluster:
                 os.kill(pid, signal.SIGSTOP)
             time.sleep(0.5)
         pid = int((self.dir / old / "data" / "postmaster.pid").read_text().split()[0])
+        victims = postmaster_and_children(pid)
         killed = time.monotonic()
-        for victim in [pid] + senders:
-            os.kill(victim, signal.SIGKILL)
+        for victim in victims:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         # Failover time: from the kill to the first write committed through the read-write port.
         deadline = killed + 90
         while True:
