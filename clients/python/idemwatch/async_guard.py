@@ -90,6 +90,9 @@ class AsyncGuard(GuardBase["AsyncGuardedTool"]):
             raise TimeoutError(f"no answer within {timeout:g} s") from exc
 
     async def _perform(self, step: Step, args: tuple) -> Any:
+        if step is Step.PAUSE:
+            await asyncio.sleep(args[0])
+            return None
         async with self.session() as protocol:
             return await perform(protocol, step, args)
 

@@ -16,6 +16,11 @@ of the protocol leads to is decided in this file only:
 - a report answered `conflict` because the lease ran out and the record became UNKNOWN: the
   claimant reports again at the version the answer carries (its answer came late); the body is
   never run again. Any other refused report, or an error after the body ran: NotRecorded.
+- a call whose connection broke (a failover, a reset) may or may not have committed: it is sent
+  again, the same call with the same key, token and version, after a pause, for about 16 seconds
+  (longer than a failover takes). A claim answers from the record (executed if the first never
+  committed, in_progress if it did); a report answers `ok`, or `conflict` with the state its first
+  send already reached, which counts as recorded. Never a second run of the body.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class Step(enum.Enum):
     COMPLETE = "complete"  # args: claim, version, stored response
     FAIL = "fail"  # args: claim, reason, retry_allowed
     MARK_UNKNOWN = "mark_unknown"  # args: claim, reason
+    PAUSE = "pause"  # args: seconds; the guard sleeps (or awaits) before a call is sent again
 
 
 Flow = Generator[tuple, Any, ToolResult]
@@ -47,12 +53,32 @@ Classifier = Callable[[BaseException], Optional[Failure]]
 # grant) is a deterministic refusal of this request and reaches the caller as it is.
 UNREACHABLE = (psycopg.OperationalError, psycopg.InterfaceError)
 
+# The pauses before each new send of a call whose connection broke: about 16 s in all.
+RESEND_PAUSES = (0.2, 0.5, 1.0, 2.0, 4.0, 8.0)
 
-def guarded_call(call: ToolCall, classify: Optional[Classifier]) -> Flow:
+
+def sent(step: Step, args: tuple, pauses: tuple[float, ...]) -> Generator[tuple, Any, tuple[Any, bool]]:
+    """The step's answer, sending it again after each pause while its connection breaks; and
+    whether it was sent more than once (then its first send may have committed)."""
+    for n, pause in enumerate(pauses):
+        try:
+            return (yield step, args), n > 0
+        except UNREACHABLE:
+            yield Step.PAUSE, (pause,)
+    return (yield step, args), len(pauses) > 0
+
+
+def reached(report: ChangeResult, resent: bool, status: RecordStatus) -> bool:
+    """A report recorded: `ok`, or, sent again, `conflict` with the state the first send reached."""
+    return report.ok or (resent and report.result is ResultCode.CONFLICT and report.status is status)
+
+
+def guarded_call(call: ToolCall, classify: Optional[Classifier], pauses: tuple[float, ...] = RESEND_PAUSES) -> Flow:
     where = dict(key=call.key, tool=call.tool)
     subject = f"{call.tool} for {call.biz_type} {call.biz_id}"
     try:
-        begun: BeginResult = yield Step.BEGIN, (call,)
+        begun: BeginResult
+        begun, _ = yield from sent(Step.BEGIN, (call,), pauses)
     except UNREACHABLE as exc:
         unavailable = errors.Unavailable(
             f"{subject}: the idempotency layer could not claim key {call.key!r} ({exc}); "
@@ -74,12 +100,13 @@ def guarded_call(call: ToolCall, classify: Optional[Classifier]) -> Flow:
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         try:
             if failure is Failure.UNKNOWN:
-                report: ChangeResult = yield Step.MARK_UNKNOWN, (claim, reason)
+                report: ChangeResult
+                report, _ = yield from sent(Step.MARK_UNKNOWN, (claim, reason), pauses)
                 # Already UNKNOWN (the sweeper was first) is the state we asked for.
-                recorded = report.ok or (report.result is ResultCode.CONFLICT and report.status is RecordStatus.UNKNOWN)
+                recorded = reached(report, True, RecordStatus.UNKNOWN)
             else:
-                report = yield Step.FAIL, (claim, reason, failure is Failure.NOT_SENT)
-                recorded = report.ok
+                report, resent = yield from sent(Step.FAIL, (claim, reason, failure is Failure.NOT_SENT), pauses)
+                recorded = reached(report, resent, RecordStatus.FAILED)
         except Exception as report_exc:  # noqa: BLE001 - the record then ends UNKNOWN by its lease
             recorded, reason = False, f"{reason}; reporting it failed: {report_exc}"
         error = failure_error(failure, recorded, reason, subject, where)
@@ -90,11 +117,12 @@ def guarded_call(call: ToolCall, classify: Optional[Classifier]) -> Flow:
 
     try:
         stored = as_json(response)
-        report = yield Step.COMPLETE, (claim, claim.version, stored)
+        report, resent = yield from sent(Step.COMPLETE, (claim, claim.version, stored), pauses)
         if report.result is ResultCode.CONFLICT and report.status is RecordStatus.UNKNOWN and report.version:
             # The lease ran out while downstream answered and the sweeper made it UNKNOWN: the
             # claimant's late answer is still the answer (UNKNOWN -> SUCCESS by the claimant).
-            report = yield Step.COMPLETE, (claim, report.version, stored)
+            report, again = yield from sent(Step.COMPLETE, (claim, report.version, stored), pauses)
+            resent = resent or again
     except Exception as exc:  # noqa: BLE001 - after the side effect, nothing may turn into a re-run
         not_recorded = errors.NotRecorded(
             f"{subject} ran, but its result could not be recorded ({exc}); do not retry: the record "
@@ -104,7 +132,7 @@ def guarded_call(call: ToolCall, classify: Optional[Classifier]) -> Flow:
             **where,
         )
         return ToolResult(call.key, Outcome.EXECUTED, True, response, not_recorded)
-    if report.ok:
+    if reached(report, resent, RecordStatus.SUCCESS):
         return ToolResult(call.key, Outcome.EXECUTED, True, response)
     refused = errors.NotRecorded(
         f"{subject} ran, but the layer refused its result ({report.result.value}, record now "

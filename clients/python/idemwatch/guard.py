@@ -22,12 +22,13 @@ import datetime
 import functools
 import inspect
 import threading
+import time
 from typing import Any, Callable, Generic, Iterator, Optional, TypeVar, Union
 
 import psycopg
 
 from .call import CallContext, ToolCall, ToolResult, current_context
-from .flow import Classifier, Driver, Step, as_json, guarded_call, perform
+from .flow import RESEND_PAUSES, Classifier, Driver, Step, as_json, guarded_call, perform
 from .keys import stable_key
 from .protocol import DEFAULT_LEASE, Protocol
 
@@ -51,6 +52,9 @@ class GuardBase(Generic[_Tool]):
             self._connect = connect
         self.lease = lease
         self._classify = classify
+        # The pauses before each new send of a protocol call whose connection broke (a failover):
+        # about 16 s in all by default; () sends each call once.
+        self.resend_pauses: tuple[float, ...] = RESEND_PAUSES
 
     @staticmethod
     def _open(dsn: str) -> Any:
@@ -60,7 +64,7 @@ class GuardBase(Generic[_Tool]):
         raise NotImplementedError
 
     def _driver(self, call: ToolCall) -> Driver:
-        return Driver(guarded_call(call, self._classify))
+        return Driver(guarded_call(call, self._classify, self.resend_pauses))
 
     def tool(
         self,
@@ -132,6 +136,9 @@ class Guard(GuardBase["GuardedTool"]):
         return driver.result
 
     def _perform(self, step: Step, args: tuple) -> Any:
+        if step is Step.PAUSE:
+            time.sleep(args[0])
+            return None
         with self.session() as protocol:
             return perform(protocol, step, args)
 
