@@ -16,6 +16,9 @@
 // - a report answered `conflict` because the lease ran out and the record became UNKNOWN: the
 //   claimant reports again at the version the answer carries (its answer came late); the body is
 //   never run again. Any other refused report: NotRecorded, never a re-run.
+// - a call whose connection broke (a failover, a reset) is sent again, the same call with the same
+//   key, token and version, after each of RESEND_PAUSES_MS: a claim answers from the record, a
+//   report `ok` or `conflict` with the state its first send reached (recorded). Never a re-run.
 import { AsyncLocalStorage } from "node:async_hooks";
 
 import * as errors from "./errors";
@@ -136,8 +139,19 @@ function asJson(value: unknown): unknown {
   return JSON.parse(text);
 }
 
+/**
+ * The pauses before each new send of a protocol call whose connection broke (a failover, a reset):
+ * about 16 s in all, longer than a failover takes. The call may have committed or not; sent again
+ * with the same key, token and version, its answer says which.
+ */
+export const RESEND_PAUSES_MS: readonly number[] = [200, 500, 1000, 2000, 4000, 8000];
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 export interface GuardOptions {
   leaseMs?: number;
+  /** Pauses before each new send of a call whose connection broke; [] sends each call once. */
+  resendPausesMs?: readonly number[];
   /** Maps a tool body's error to how it is reported; return undefined for the default. */
   classify?: (err: unknown) => Failure | undefined;
 }
@@ -148,13 +162,28 @@ export type Body<T> = (signal: AbortSignal) => Promise<T> | T;
 export class Guard {
   readonly protocol: Protocol;
   readonly leaseMs: number;
+  readonly resendPausesMs: readonly number[];
   private readonly classify?: (err: unknown) => Failure | undefined;
   private readonly pending = new Set<Promise<void>>();
 
   constructor(db: Queryable, options: GuardOptions = {}) {
     this.protocol = new Protocol(db);
     this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+    this.resendPausesMs = options.resendPausesMs ?? RESEND_PAUSES_MS;
     this.classify = options.classify;
+  }
+
+  // The call's answer, sending it again after each pause while its connection breaks; and whether
+  // it was sent more than once (then its first send may have committed).
+  private async sent<R>(call: () => Promise<R>): Promise<{ answer: R; resent: boolean }> {
+    for (let n = 0; ; n++) {
+      try {
+        return { answer: await call(), resent: n > 0 };
+      } catch (err) {
+        if (!isConnectionError(err) || n >= this.resendPausesMs.length) throw err;
+        await pause(this.resendPausesMs[n]);
+      }
+    }
   }
 
   /** Claims `call.key`, runs `body` only if this call owns it, reports what happened. */
@@ -164,7 +193,7 @@ export class Guard {
     const subject = `${call.tool} for ${call.bizType} ${call.bizId}`;
     let begun: BeginResult;
     try {
-      begun = await this.protocol.begin({
+      ({ answer: begun } = await this.sent(() => this.protocol.begin({
         key: call.key,
         bizType: call.bizType,
         bizId: call.bizId,
@@ -175,7 +204,7 @@ export class Guard {
         leaseMs: call.leaseMs ?? this.leaseMs,
         agentId: context.agentId,
         traceId: context.traceId,
-      });
+      })));
     } catch (err) {
       if (!isConnectionError(err)) throw err;
       const error = new errors.Unavailable(
@@ -217,7 +246,7 @@ export class Guard {
       );
       return new ToolResult<T>(call.key, "executed", true, response, error);
     }
-    if (report.result === "ok") return new ToolResult<T>(call.key, "executed", true, response, null);
+    if (report.recorded) return new ToolResult<T>(call.key, "executed", true, response, null);
     const error = new errors.NotRecorded(
       `${subject} ran, but the layer refused its result (${report.result}, record now ${report.status ?? "absent"}); do not retry`,
       { ...where, status: report.status },
@@ -230,12 +259,17 @@ export class Guard {
   // complete, and when the lease ran out while downstream answered (the sweeper made the record
   // UNKNOWN) once more at the version the answer carries: the claimant's late answer is still the
   // answer (UNKNOWN -> SUCCESS by the claimant). Never a re-run.
+  // A complete sent again answers `conflict` with SUCCESS when its first send committed: recorded.
   private async recordAnswer(claim: Claim, version: number, stored: unknown) {
-    const report = await this.protocol.complete(claim.key, version, stored, claim.token);
+    let { answer: report, resent } = await this.sent(() => this.protocol.complete(claim.key, version, stored, claim.token));
     if (report.result === "conflict" && report.status === "UNKNOWN" && report.version !== null) {
-      return this.protocol.complete(claim.key, report.version, stored, claim.token);
+      const lateVersion = report.version;
+      const again = await this.sent(() => this.protocol.complete(claim.key, lateVersion, stored, claim.token));
+      report = again.answer;
+      resent = resent || again.resent;
     }
-    return report;
+    const recorded = report.result === "ok" || (resent && report.result === "conflict" && report.status === "SUCCESS");
+    return { ...report, recorded };
   }
 
   // A body that missed its deadline may still answer: the record is UNKNOWN by then, and the
@@ -268,12 +302,14 @@ export class Guard {
     let recorded = false;
     try {
       if (failure === "unknown") {
-        const report = await this.protocol.markUnknown(claim.key, claim.version, reason, claim.token);
-        // Already UNKNOWN (the sweeper was first) is the state we asked for.
+        const { answer: report } = await this.sent(() => this.protocol.markUnknown(claim.key, claim.version, reason, claim.token));
+        // Already UNKNOWN (the sweeper was first, or this report's first send) is the state we asked for.
         recorded = report.result === "ok" || (report.result === "conflict" && report.status === "UNKNOWN");
       } else {
-        const report = await this.protocol.fail(claim.key, claim.version, reason, claim.token, failure === "not_sent");
-        recorded = report.result === "ok";
+        const { answer: report, resent } = await this.sent(() =>
+          this.protocol.fail(claim.key, claim.version, reason, claim.token, failure === "not_sent"),
+        );
+        recorded = report.result === "ok" || (resent && report.result === "conflict" && report.status === "FAILED");
       }
     } catch (err) {
       reason = `${reason}; reporting it failed: ${describe(err)}`;

@@ -341,7 +341,7 @@ describe("Guard", () => {
     const down = new Pool({ host: "127.0.0.1", port: 1, connectionTimeoutMillis: 1000 });
     let ran = 0;
     try {
-      const result = await new Guard(down).run(payment(unique("down")), () => ran++);
+      const result = await new Guard(down, { resendPausesMs: [50, 50] }).run(payment(unique("down")), () => ran++);
       assert.ok(result.error instanceof Unavailable);
       assert.ok(result.error instanceof MayRetry);
       assert.equal(ran, 0);
@@ -361,7 +361,7 @@ describe("Guard", () => {
     let ran = 0;
     const broken = new Guard({ query: async () => { throw new TypeError("a bug in the caller's driver shim"); } });
     await assert.rejects(broken.run(payment(unique("shim")), () => ran++), TypeError);
-    const dropped = new Guard({ query: async () => { throw new Error("Connection terminated unexpectedly"); } });
+    const dropped = new Guard({ query: async () => { throw new Error("Connection terminated unexpectedly"); } }, { resendPausesMs: [] });
     assert.ok((await dropped.run(payment(unique("shim")), () => ran++)).error instanceof Unavailable);
     assert.equal(ran, 0);
   });
