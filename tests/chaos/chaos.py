@@ -24,7 +24,10 @@ the downstream's own records (each simulator's journal) and from the exporters:
 is read as if it were a charge's, as before business types declared their side effects),
 `writers-record-ledger` (any writer may record the gateway's word). Exit 0 when every check holds,
 1 when one fails (each failure printed), 2 when the run itself could not be set up;
-`--expect-to-fail` turns 0 and 1 around.
+`--ha sync|async` runs it all on three PostgreSQL nodes under Patroni (scripts/ha), each PostgreSQL
+crash a failover just after the replicas fell behind: asynchronously replicated, acknowledged
+claims are lost and their side effects run twice, which the checks find. `--expect-to-fail`
+turns 0 and 1 around.
 """
 
 from __future__ import annotations
@@ -743,7 +746,7 @@ def main() -> int:
     if run.failures:
         say(f"{len(run.failures)} check(s) failed")
         if args.expect_to_fail:
-            say("as expected: the run caught what was reintroduced")
+            say("as expected: the run caught the hole it was set up to show")
             return 0
         return 1
     say("every check held")

@@ -1,5 +1,7 @@
 #include "agent.hpp"
 
+#include <array>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <thread>
@@ -29,6 +31,27 @@ void Agent::resetConnection() {
   connection_.reset();
 }
 
+// A protocol call whose connection broke (a failover, a reset) may have committed or not: it is
+// sent again, the same call with the same key, token and version, on a new connection, after
+// each pause; its answer says where the first send left the record (a claim answers from the
+// record, a report `ok` or a conflict the re-read settles). The downstream is never called again.
+template <typename Call>
+auto Agent::resent(Call&& call) -> decltype(call(std::declval<ProtocolClient&>())) {
+  static constexpr std::array<std::chrono::milliseconds, 5> kPauses{
+      std::chrono::milliseconds(200), std::chrono::milliseconds(500), std::chrono::seconds(1),
+      std::chrono::seconds(2), std::chrono::seconds(4)};
+  for (std::size_t n = 0;; ++n) {
+    try {
+      return call(client());
+    } catch (const DatabaseError& e) {
+      if (!e.endsSession() || n == kPauses.size()) throw;
+      resetConnection();
+      counters_.resent.fetch_add(1);
+      std::this_thread::sleep_for(kPauses[n]);
+    }
+  }
+}
+
 BeginResult Agent::begin(const OperationPlan& plan, TriggerSource source, bool changedArguments,
                          const std::string& keyOverride) {
   BeginRequest request;
@@ -41,7 +64,7 @@ BeginResult Agent::begin(const OperationPlan& plan, TriggerSource source, bool c
   request.lease = config_.lease;
   request.agentId = id_;
   request.traceId = id_ + "-" + std::to_string(++traces_);
-  BeginResult result = client().begin(request);
+  BeginResult result = resent([&](ProtocolClient& c) { return c.begin(request); });
   counters_.countAttempt(source, result.outcome);
   if (result.outcome == Outcome::Replayed && result.status == RecordStatus::Failed) {
     counters_.finalFailuresReplayed.fetch_add(1);  // handed back to the model, not run again
@@ -71,8 +94,10 @@ std::vector<SideEffect> Agent::act(const OperationPlan& plan, const std::string&
 void Agent::report(const std::vector<SideEffect>& done, const Claim& claim) {
   for (const SideEffect& e : done) {
     if (!e.kind) continue;  // a coupon leaves no line in the ledger
-    client().recordFundFlow({e.bizType, e.bizId, *e.kind, e.amountMinor, "CNY", e.ref, e.key},
-                            claim.token);
+    resent([&](ProtocolClient& c) {
+      return c.recordFundFlow({e.bizType, e.bizId, *e.kind, e.amountMinor, "CNY", e.ref, e.key},
+                              claim.token);
+    });
   }
 }
 
@@ -87,17 +112,22 @@ void Agent::reread(const OperationPlan& plan, const std::string& key,
   if (now.outcome == Outcome::Executed && now.claimToken) {
     const Claim again{key, *now.version, *now.claimToken};
     report(done, again);
-    client().complete(key, again.version, plan.responsePayload(), again.token);
+    resent([&](ProtocolClient& c) {
+      return c.complete(key, again.version, plan.responsePayload(), again.token);
+    });
   }
 }
 
 void Agent::complete(const OperationPlan& plan, const Claim& claim) {
-  ChangeResult done =
-      client().complete(claim.key, claim.version, plan.responsePayload(), claim.token);
+  ChangeResult done = resent([&](ProtocolClient& c) {
+    return c.complete(claim.key, claim.version, plan.responsePayload(), claim.token);
+  });
   if (done.result == ResultCode::Conflict && done.status == RecordStatus::Unknown && done.version) {
     // The lease ran out while the downstream answered and the sweeper made the record UNKNOWN:
     // this answer is still the answer, late (UNKNOWN -> SUCCESS by the claimant).
-    done = client().complete(claim.key, *done.version, plan.responsePayload(), claim.token);
+    done = resent([&](ProtocolClient& c) {
+      return c.complete(claim.key, *done.version, plan.responsePayload(), claim.token);
+    });
     if (done.ok()) counters_.lateAnswers.fetch_add(1);
   }
   if (done.result == ResultCode::Conflict || done.result == ResultCode::NotClaimant) {
@@ -116,8 +146,9 @@ void Agent::carryOut(const OperationPlan& plan, const Claim& claim) {
       downstreamLatency();
       // A definite business failure: final. The framework's retry is replayed the error, and the
       // model gets it back to change its plan.
-      const ChangeResult failed =
-          client().fail(claim.key, claim.version, "card declined by issuer", claim.token, false);
+      const ChangeResult failed = resent([&](ProtocolClient& c) {
+        return c.fail(claim.key, claim.version, "card declined by issuer", claim.token, false);
+      });
       counters_.declines.fetch_add(1);
       if (!failed.ok()) return;
       const BeginResult again = begin(plan, TriggerSource::Framework);
@@ -131,8 +162,10 @@ void Agent::carryOut(const OperationPlan& plan, const Claim& claim) {
     }
     case Fault::ConnectionRefused: {
       // The request never left this machine: the failure may be retried, with the same key.
-      const ChangeResult failed = client().fail(
-          claim.key, claim.version, "connection refused before sending", claim.token, true);
+      const ChangeResult failed = resent([&](ProtocolClient& c) {
+        return c.fail(claim.key, claim.version, "connection refused before sending", claim.token,
+                      true);
+      });
       counters_.refusedConnections.fetch_add(1);
       if (!failed.ok()) return;
       const BeginResult again = begin(plan, TriggerSource::Framework);
@@ -150,8 +183,10 @@ void Agent::carryOut(const OperationPlan& plan, const Claim& claim) {
       // The downstream acted; the agent never heard back, so it has nothing to report but that it
       // cannot know. A timeout is "result unknown": never retried blind.
       const std::vector<SideEffect> done = act(plan, claim.key);
-      const ChangeResult unknown = client().markUnknown(
-          claim.key, claim.version, "no response from the gateway within 5s", claim.token);
+      const ChangeResult unknown = resent([&](ProtocolClient& c) {
+        return c.markUnknown(claim.key, claim.version, "no response from the gateway within 5s",
+                             claim.token);
+      });
       counters_.responsesLost.fetch_add(1);
       begin(plan, TriggerSource::Http);  // the HTTP client retries anyway: in_progress, no charge
       if (!unknown.ok()) {
@@ -167,8 +202,9 @@ void Agent::carryOut(const OperationPlan& plan, const Claim& claim) {
         begin(plan, TriggerSource::Callback);  // the gateway's callback re-drives it...
         // ...and carries the result: the claimant reports it, late, with its token.
         report(done, late);
-        const ChangeResult completed =
-            client().complete(late.key, late.version, plan.responsePayload(), late.token);
+        const ChangeResult completed = resent([&](ProtocolClient& c) {
+          return c.complete(late.key, late.version, plan.responsePayload(), late.token);
+        });
         if (completed.ok()) {
           counters_.unknownResolvedByCallback.fetch_add(1);
         } else if (completed.result == ResultCode::Conflict ||

@@ -31,6 +31,9 @@ class Agent {
 
  private:
   ProtocolClient& client();
+  // call(client()), sent again on a new connection while the connection breaks (agent.cpp).
+  template <typename Call>
+  auto resent(Call&& call) -> decltype(call(std::declval<ProtocolClient&>()));
   BeginResult begin(const OperationPlan& plan, TriggerSource source, bool changedArguments = false,
                     const std::string& keyOverride = {});
   void carryOut(const OperationPlan& plan, const Claim& claim);

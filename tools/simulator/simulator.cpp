@@ -324,7 +324,8 @@ std::string SimulationSummary::render() const {
       << "), refused connections " << refusedConnections << " (retried), database errors " << errors
       << "\n";
   out << "late answers reported after the lease ran out " << lateAnswers
-      << ", flows the gateway reported " << reportedByGateway << "\n";
+      << ", flows the gateway reported " << reportedByGateway
+      << ", calls sent again after a broken connection " << resent << "\n";
   out << "re-reads after conflict or not_claimant " << rereads << " (none re-ran downstream)";
   if (settledSuccess + settledFailed + settleRefused > 0) {
     out << ", operator settled " << settledSuccess << " SUCCESS and " << settledFailed
