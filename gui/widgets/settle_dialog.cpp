@@ -2,6 +2,7 @@
 
 #include <QButtonGroup>
 #include <QCheckBox>
+#include <QDeadlineTimer>
 #include <QDialogButtonBox>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -13,10 +14,13 @@
 #include <QPushButton>
 #include <QRadioButton>
 #include <QScreen>
+#include <QTimer>
 #include <QTreeView>
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "idem/bounded_transaction.hpp"
+#include "idem/record_queries.hpp"
 #include "models/age_text.hpp"
 #include "models/database_session.hpp"
 #include "models/database_worker.hpp"
@@ -29,6 +33,11 @@
 
 namespace idem::admin {
 namespace {
+
+// A settle whose connection broke in flight: how often, and how long, the record is asked
+// whether it was written (the session reconnects meanwhile; a failover takes seconds).
+constexpr std::chrono::milliseconds kWrittenCheckEvery{1000};
+constexpr std::chrono::seconds kWrittenCheckFor{60};
 
 // The legend before the evidence is weighed; then the business type's own rule replaces it.
 const QString kCountedFlows = QStringLiteral(
@@ -431,7 +440,11 @@ void SettleDialog::submit() {
   session_->submit(
       settleRequests_, "settle", [request](pqxx::connection& c) { return settle(c, request); },
       [this](const idem::SettleOutcome& outcome) { onSettled(outcome); },
-      [this](const RequestError& error) {
+      [this, request](const RequestError& error) {
+        if (error.endsSession()) {
+          checkWhetherWritten(request, QDeadlineTimer(kWrittenCheckFor));
+          return;
+        }
         // Safe to try again: the version check refuses a second write if the first one landed.
         setPhase(Phase::Editing);
         showMessage(QStringLiteral("Not settled: %1").arg(QString::fromStdString(error.what())),
@@ -492,6 +505,71 @@ void SettleDialog::onSettled(const idem::SettleOutcome& outcome) {
       emit recordChanged(key);
       return;
   }
+}
+
+// The connection broke while the settle was in flight (a failover, a network cut): it may have
+// committed or not, and only the record can tell. Once the database answers again (the session
+// reconnects by itself), the changes since the version seen say which: this settle's transition
+// first, none at all, or someone else's.
+void SettleDialog::checkWhetherWritten(const idem::SettleRequest& request,
+                                       QDeadlineTimer deadline) {
+  setPhase(Phase::Sending);
+  showMessage(QStringLiteral("The connection to the database broke while settling: checking "
+                             "whether the settle was written\u2026"),
+              false);
+  session_->submit(
+      settleRequests_, "check whether the settle was written",
+      [key = request.key, seenVersion = seen_.version](pqxx::connection& c) {
+        idem::ReadTransaction tx(c);
+        return idem::transitionsOf(tx, key, seenVersion);
+      },
+      [this, request](const std::vector<Transition>& since) { onWrittenChecked(request, since); },
+      [this, request, deadline](const RequestError&) {
+        if (deadline.hasExpired()) {
+          setPhase(Phase::Editing);
+          showMessage(QStringLiteral("Not known whether the settle was written: the database has "
+                                     "not answered since the connection broke. The record's "
+                                     "timeline will say; settling again is safe (a second "
+                                     "settle is refused if the first was written)."),
+                      true);
+          return;
+        }
+        QTimer::singleShot(kWrittenCheckEvery, this,
+                           [this, request, deadline] { checkWhetherWritten(request, deadline); });
+      });
+}
+
+void SettleDialog::onWrittenChecked(const idem::SettleRequest& request,
+                                    const std::vector<Transition>& since) {
+  const QString key = fromUtf8(request.key);
+  const bool written = !since.empty() && since.front().actorKind == ActorKind::Operator &&
+                       since.front().toStatus == request.to &&
+                       since.front().reason == request.reason;
+  if (written) {
+    idem::SettleOutcome outcome;
+    outcome.verdict = ResultCode::Ok;
+    outcome.change = {ResultCode::Ok, request.to, since.front().version};
+    outcome.message = "settled " + request.key + " to " + std::string(format(request.to)) +
+                      " (version " + std::to_string(since.front().version) +
+                      "): the answer was lost when the connection broke, and the record shows "
+                      "the settle written";
+    onSettled(outcome);
+    return;
+  }
+  if (since.empty()) {
+    setPhase(Phase::Editing);
+    showMessage(QStringLiteral("Not written: the connection to the database broke before the "
+                               "settle committed, and the record has not changed. Settle again."),
+                true);
+    return;
+  }
+  changesSince_.setTransitions(since);
+  conflictBox_->setVisible(true);
+  setPhase(Phase::Conflict);
+  showMessage(QStringLiteral("Not written: the connection to the database broke, and meanwhile "
+                             "the record changed (below). Reopen it to decide again."),
+              true);
+  emit recordChanged(key);
 }
 
 void SettleDialog::growToFit() {

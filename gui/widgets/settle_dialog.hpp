@@ -13,6 +13,7 @@
 // dialog lists what changed and who changed it.
 #pragma once
 
+#include <QDeadlineTimer>
 #include <QDialog>
 #include <optional>
 #include <vector>
@@ -94,6 +95,10 @@ class SettleDialog : public QDialog {
   void requestAssessment(bool keepOverride = false);
   void onAssessed(const idem::SettleAssessment& assessment);
   void onSettled(const idem::SettleOutcome& outcome);
+  // A settle whose connection broke in flight: asks the record, every second until the database
+  // answers or a minute has passed, whether it was written.
+  void checkWhetherWritten(const idem::SettleRequest& request, QDeadlineTimer deadline);
+  void onWrittenChecked(const idem::SettleRequest& request, const std::vector<Transition>& since);
   void showWarnings(const std::vector<std::string>& warnings, bool blocking);
   void showMoneyPosition(const idem::SettleAssessment& assessment);
   void updateOverride();

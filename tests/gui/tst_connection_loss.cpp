@@ -2,20 +2,117 @@
 // worker waits inside a fetch (and while idle), the status bar says "disconnected, retrying in N
 // s", the tables keep their rows (and stay consistent under QAbstractItemModelTester), and after
 // the reconnect everything is re-read. A server that does not answer at all leaves the GUI thread
-// free.
+// free. A settle in flight when the connection breaks (a failover) ends, once the database answers
+// again, as what the record says: written, or "not written, settle again".
 #include <QAbstractItemModelTester>
 #include <QElapsedTimer>
+#include <QPlainTextEdit>
+#include <QPointer>
+#include <QPushButton>
+#include <QSemaphore>
+#include <QSignalSpy>
+#include <QTcpServer>
+#include <QTcpSocket>
 #include <QtTest>
+#include <mutex>
 
 #include "admin_fixture.hpp"
 #include "models/database_session.hpp"
 #include "models/record_table_model.hpp"
+#include "models/selected_record.hpp"
 #include "pg_cluster.hpp"
 #include "widgets/main_window.hpp"
+#include "widgets/settle_dialog.hpp"
 
 using namespace idem;
 using namespace idem::admin;
 using namespace std::chrono_literals;
+
+namespace {
+
+// A relay between the app and the test server on 127.0.0.1, on a thread of its own as the network
+// is (the app's GUI thread may wait for its database thread, which waits for the network). Armed
+// with two markers, it lets the server's next answer carrying the first pass, then drops the next
+// one carrying the second (the answer to the COMMIT that follows) and cuts both connections: the
+// answer lost after the commit, as a failover or a reset loses it.
+class AnswerDropper {
+ public:
+  explicit AnswerDropper(int serverPort) {
+    QSemaphore listening;
+    thread_.reset(QThread::create([this, serverPort, &listening] {
+      QTcpServer server;
+      server.listen(QHostAddress::LocalHost, 0);
+      port_ = server.serverPort();
+      QObject::connect(&server, &QTcpServer::newConnection, [this, &server, serverPort] {
+        while (QTcpSocket* app = server.nextPendingConnection()) relay(app, serverPort);
+      });
+      listening.release();
+      QEventLoop loop;
+      loop.exec();
+    }));
+    thread_->start();
+    listening.acquire();
+  }
+  ~AnswerDropper() {
+    thread_->quit();
+    thread_->wait();
+  }
+  int port() const { return port_; }
+  void arm(const QByteArray& first, const QByteArray& then) {
+    std::lock_guard lock(mutex_);
+    first_ = first;
+    marker_ = then;
+  }
+  int dropped() const {
+    std::lock_guard lock(mutex_);
+    return dropped_;
+  }
+
+ private:
+  // Whether this answer from the server is the one to lose.
+  bool drops(const QByteArray& answer) {
+    std::lock_guard lock(mutex_);
+    if (!first_.isEmpty()) {
+      if (answer.contains(first_)) first_.clear();
+      return false;
+    }
+    if (marker_.isEmpty() || !answer.contains(marker_)) return false;
+    marker_.clear();
+    ++dropped_;
+    return true;
+  }
+
+  void relay(QTcpSocket* app, int serverPort) {
+    auto* db = new QTcpSocket(app);
+    db->connectToHost(QHostAddress::LocalHost, static_cast<quint16>(serverPort));
+    QObject::connect(app, &QTcpSocket::readyRead, db, [app, db] { db->write(app->readAll()); });
+    QObject::connect(db, &QTcpSocket::readyRead, app, [this, app, db] {
+      const QByteArray answer = db->readAll();
+      if (drops(answer)) {
+        db->abort();
+        app->abort();
+        return;
+      }
+      app->write(answer);
+    });
+    QObject::connect(db, &QTcpSocket::disconnected, app, &QTcpSocket::disconnectFromHost);
+    QObject::connect(app, &QTcpSocket::disconnected, app, &QObject::deleteLater);
+  }
+
+  std::unique_ptr<QThread> thread_;
+  int port_ = 0;
+  mutable std::mutex mutex_;
+  QByteArray first_;
+  QByteArray marker_;
+  int dropped_ = 0;
+};
+
+template <typename W>
+W* child(QObject* parent, const char* name) {
+  return parent->findChild<W*>(QString::fromLatin1(name));
+}
+
+}  // namespace
 
 class TestConnectionLoss : public QObject {
   Q_OBJECT
@@ -32,6 +129,38 @@ class TestConnectionLoss : public QObject {
     w->connectTo(test::settingsFor(dsn));
     w->show();
     return w;
+  }
+
+  // The settle dialog on a stuck record with a decision filled in and weighed; null when a step
+  // does not happen.
+  static SettleDialog* decide(MainWindow& w, const std::string& key, const QString& reason) {
+    if (!test::waitUntil([&] {
+          return w.session()->isConnected() && !w.attentionModel()->isLoading() &&
+                 w.attentionModel()->rowCount() > 0;
+        })) {
+      return nullptr;
+    }
+    w.showAttention();
+    if (!w.selectRecord(QString::fromStdString(key)) || !test::waitUntil([&] {
+          return w.selectedRecord()->record() &&
+                 w.selectedRecord()->record()->idempotencyKey == key &&
+                 w.settleAction()->isEnabled();
+        })) {
+      return nullptr;
+    }
+    SettleDialog* d = w.openSettleDialog();
+    if (!d) return nullptr;
+    QSignalSpy assessed(d, &SettleDialog::assessed);
+    d->chooseTarget(RecordStatus::Failed);
+    child<QPlainTextEdit>(d, "settleReason")->setPlainText(reason);
+    return test::waitUntil([&] { return assessed.count() == 1; }) ? d : nullptr;
+  }
+
+  std::string statusOf(const std::string& key) {
+    return test::textBySql(*db_,
+                           "SELECT status || ' v' || version FROM idem.records WHERE "
+                           "idempotency_key = '" +
+                               key + "'");
   }
 
   // The admin app's backends in this database.
@@ -104,6 +233,69 @@ class TestConnectionLoss : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(w->session()->isConnected(), 15000);
     QTRY_VERIFY(!attention->isLoading() && attention->lastError().isEmpty());
     QCOMPARE(attention->rowCount(), 4);
+  }
+
+  // The connection breaks before the settle commits (its backend killed while it waits for a
+  // lock): once reconnected, the dialog says nothing was written, and the same decision then
+  // settles the record, once.
+  void settleCutBeforeItCommitsSaysNotWritten() {
+    auto w = openWindow(db_->dsnAs(alice_));
+    const std::string before = statusOf(s_.unknown);
+    SettleDialog* d = decide(*w, s_.unknown, QStringLiteral("no charge in the gateway's records"));
+    QVERIFY(d);
+    auto holder = db_->connect();
+    pqxx::work lock(*holder);
+    lock.exec("LOCK TABLE idem.records IN ACCESS EXCLUSIVE MODE");
+    QTest::mouseClick(child<QPushButton>(d, "settleButton"), Qt::LeftButton);
+    QVERIFY(test::waitUntil([&] {
+      return db_->scalar("SELECT count(*) FROM (" + adminBackends(" AND wait_event_type = 'Lock'") +
+                         ") t") == 1;
+    }));
+    db_->exec("SELECT pg_terminate_backend(pid) FROM (" + adminBackends() + ") t");
+    lock.commit();
+
+    QTRY_VERIFY2_WITH_TIMEOUT(
+        d->phase() == SettleDialog::Phase::Editing &&
+            d->message().startsWith(QStringLiteral("Not written: the connection")),
+        qPrintable(d->message()), 20000);
+    QCOMPARE(statusOf(s_.unknown), before);
+    QTest::mouseClick(child<QPushButton>(d, "settleButton"), Qt::LeftButton);
+    QTRY_VERIFY_WITH_TIMEOUT(statusOf(s_.unknown).starts_with("FAILED"), 10000);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE idempotency_key = '" +
+                         s_.unknown + "' AND actor_kind = 'operator'"),
+             1LL);
+  }
+
+  // The settle commits and its answer is lost on the wire: once reconnected, the dialog finds the
+  // settle in the record and says it was written; nothing is written twice.
+  void settleWhoseAnswerIsLostSaysWritten() {
+    const std::string dsn = db_->dsnAs(alice_);
+    const auto portAt = dsn.find("port=");
+    QVERIFY(portAt != std::string::npos);
+    AnswerDropper wire(std::stoi(dsn.substr(portAt + 5)));
+    auto w = openWindow("host=127.0.0.1 port=" + std::to_string(wire.port()) +
+                        " dbname=" + db_->name() + " user=" + alice_);
+    SettleDialog* d = decide(*w, s_.processingExpired, QStringLiteral("the agent crashed first"));
+    QVERIFY(d);
+    // The settle's answer, its result field "ok" as the protocol's DataRow carries it (a 4-byte
+    // length, then the text; no read before it has a field that is "ok"), passes; the answer to
+    // the COMMIT after it is lost.
+    wire.arm(QByteArray("\0\0\0\2ok", 6), QByteArray("COMMIT"));
+    std::optional<idem::SettleOutcome> outcome;
+    connect(d, &SettleDialog::recordSettled, this,
+            [&outcome](const QString&, const idem::SettleOutcome& o) { outcome = o; });
+    QTest::mouseClick(child<QPushButton>(d, "settleButton"), Qt::LeftButton);
+    QPointer<SettleDialog> open(d);
+    QTRY_VERIFY2_WITH_TIMEOUT(outcome.has_value(), qPrintable(open ? open->message() : QString()),
+                              20000);
+    QCOMPARE(wire.dropped(), 1);
+    QVERIFY(outcome->verdict == idem::SettleVerdict(ResultCode::Ok));
+    QVERIFY2(outcome->message.find("the record shows the settle written") != std::string::npos,
+             outcome->message.c_str());
+    QVERIFY(statusOf(s_.processingExpired).starts_with("FAILED"));
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE idempotency_key = '" +
+                         s_.processingExpired + "' AND actor_kind = 'operator'"),
+             1LL);
   }
 
   void unreachableServerNeverBlocksTheGuiThread() {
