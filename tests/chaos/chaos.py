@@ -25,8 +25,9 @@ is read as if it were a charge's, as before business types declared their side e
 `writers-record-ledger` (any writer may record the gateway's word). Exit 0 when every check holds,
 1 when one fails (each failure printed), 2 when the run itself could not be set up;
 `--ha sync|async` runs it all on three PostgreSQL nodes under Patroni (scripts/ha), each PostgreSQL
-crash a failover just after the replicas fell behind: asynchronously replicated, acknowledged
-claims are lost and their side effects run twice, which the checks find. `--expect-to-fail`
+crash a failover just after the replicas fell behind, every second one a partition of the leader
+from etcd instead: asynchronously replicated, acknowledged claims are lost and their side effects
+run twice, which the checks find. `--expect-to-fail`
 turns 0 and 1 around.
 """
 
@@ -224,6 +225,32 @@ class HaCluster:
         what = f"failover from {old} to {new}" if new != old else \
             f"{old} recovered in place (no synchronous standby could take over)"
         say(f"{what}: first committed write after {self.failover_seconds[-1]:.1f} s")
+
+    def partition(self) -> None:
+        """The leader cut off from etcd, as a network partition would (no iptables here): its
+        Patroni stopped with SIGSTOP, so its leader lease runs out while its PostgreSQL runs on; a
+        replica takes over, and the old leader, its Patroni resumed, rejoins as a replica."""
+        old = self.leader()
+        if old is None:
+            raise OSError("no leader to cut off")
+        pids = [int(pid) for pid in subprocess.run(
+            ["pgrep", "-f", f"patroni {self.dir / old}.yml"], stdout=subprocess.PIPE, text=True).stdout.split()]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            while True:
+                new = self.leader()
+                if new is not None and new != old:
+                    break
+                if time.monotonic() - stopped > 90:
+                    raise OSError(f"no replica took over within 90 s of cutting {old} off")
+                time.sleep(0.2)
+            self.failover_seconds.append(time.monotonic() - stopped)
+            say(f"partition: {old} cut off from etcd, {new} leader after {self.failover_seconds[-1]:.1f} s")
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
 
     def stop(self) -> None:
         if self.up:
@@ -471,8 +498,12 @@ class Run:
             if failovers and time.monotonic() >= failovers[0]:
                 failovers.pop(0)
                 crashes_left -= 1
-                say("the replicas fall behind, then kill -9 the leader's postmaster")
-                self.cluster.crash()
+                # Every second failover is a partition of the leader from etcd instead of a kill.
+                if (self.args.pg_crashes - crashes_left) % 2 == 0:
+                    self.cluster.partition()
+                else:
+                    say("the replicas fall behind, then kill -9 the leader's postmaster")
+                    self.cluster.crash()
                 continue
             if time.monotonic() < next_fault:
                 continue
@@ -510,11 +541,26 @@ class Run:
         self.proxy.enabled = False
         self.exporters = exporters
 
+    def settled(self) -> None:
+        """Waits until the database has answered a write five times in a row, a second apart: after
+        a partition the old leader rejoins and the new one may restart while the run ends."""
+        deadline, answered = time.monotonic() + 90, 0
+        while answered < 5:
+            try:
+                self.sql("SELECT pg_current_xact_id()")
+                answered += 1
+            except psycopg.Error:
+                if time.monotonic() > deadline:
+                    raise
+                answered = 0
+            time.sleep(1)
+
     def finish(self) -> None:
         """Every simulator once more, without new faults: the restarted agents retry every operation
         of their plan, the gateway reports all it did, the operator and the reconciler decide. The
         exporters start afresh at this quiet moment (nothing in flight), so what each counts from
         here on is known from SQL; PostgreSQL crashes once more while they count."""
+        self.settled()
         subprocess.run([self.args.idemctl, "expire-leases", "--db.dsn", self.cluster.dsn()], check=True,
                        stdout=subprocess.DEVNULL)
         for e in self.exporters:
@@ -555,6 +601,7 @@ class Run:
                 p.start()
             self.summaries.append((n, p.proc.returncode, (self.work / f"final-{n}.log").read_text()))
         recon.stop()
+        self.settled()
         subprocess.run([self.args.idemctl, "reconcile", "--db.dsn", self.cluster.dsn("chaos_recon")],
                        check=True, stdout=subprocess.DEVNULL)
         # The exporters collect what came last: after the crash they may still be in their
