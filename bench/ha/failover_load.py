@@ -16,40 +16,14 @@ import os
 import pathlib
 import re
 import signal
+import sys
 import threading
 import time
-import urllib.request
 
 import psycopg
 
-
-def postmaster_and_children(pid: int) -> list[int]:
-    """A postmaster and every process it started: SIGKILL to all of them is the machine's death
-    as far as PostgreSQL can tell (a backend outliving its postmaster could still commit)."""
-    out = [pid]
-    for proc in pathlib.Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            out.append(int(proc.name))
-    return out
-
-
-def leader(ha_dir: pathlib.Path, ports: dict[str, str]) -> str | None:
-    for key, port in ports.items():
-        if not key.startswith("HA_REST_"):
-            continue
-        try:
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/primary", method="OPTIONS")
-            with urllib.request.urlopen(req, timeout=2):
-                return key[len("HA_REST_"):]
-        except OSError:
-            continue
-    return None
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts" / "lib"))
+import ha_nodes  # noqa: E402  (scripts/lib/ha_nodes.py)
 
 
 class Load:
@@ -100,19 +74,19 @@ def main() -> int:
     ap.add_argument("--gap", type=float, default=15, help="seconds between failovers")
     args = ap.parse_args()
     ha_dir = pathlib.Path(args.ha_dir)
-    ports = dict(re.findall(r"(HA_\w+)=(\d+)\b", (ha_dir / "ports.env").read_text()))
+    ports = ha_nodes.ports(ha_dir)
     load = Load(args.dsn, args.workers)
     for t in load.threads:
         t.start()
     time.sleep(args.gap)
     print(f"{'failover':<10}{'kill to first claim':>22}{'calls failed':>14}  errors")
     for f in range(args.failovers):
-        old = leader(ha_dir, ports)
+        old = ha_nodes.leader(ports)
         pid = int((ha_dir / old / "data" / "postmaster.pid").read_text().split()[0])
         with load.lock:
             errors_before = sum(load.errors.values())
             kinds_before = collections.Counter(load.errors)
-        victims = postmaster_and_children(pid)
+        victims = ha_nodes.postmaster_and_children(pid)
         killed = time.monotonic()
         for victim in victims:
             try:
@@ -130,7 +104,7 @@ def main() -> int:
         with load.lock:
             failed = sum(load.errors.values()) - errors_before
             kinds = load.errors - kinds_before
-        print(f"{old + ' → ' + str(leader(ha_dir, ports)):<10}{first:>20.1f} s{failed:>14}  "
+        print(f"{old + ' → ' + str(ha_nodes.leader(ports)):<10}{first:>20.1f} s{failed:>14}  "
               + "; ".join(f"{n}× {k}" for k, n in kinds.most_common(3)))
     load.stop.set()
     for t in load.threads:

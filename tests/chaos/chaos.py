@@ -53,6 +53,9 @@ import urllib.request
 
 import psycopg
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "scripts" / "lib"))
+import ha_nodes  # noqa: E402  (scripts/lib/ha_nodes.py)
+
 ROLES = {
     "chaos_agent": "idem_writer",
     "chaos_gateway": "idem_ledger",
@@ -125,22 +128,6 @@ class Cluster:
         return f"host=127.0.0.1 port={port} dbname=chaos user={user} connect_timeout=5"
 
 
-def postmaster_and_children(pid: int) -> list[int]:
-    """A postmaster and every process it started: SIGKILL to all of them is the machine's death
-    as far as PostgreSQL can tell (a backend outliving its postmaster could still commit)."""
-    out = [pid]
-    for proc in pathlib.Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-        except OSError:
-            continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            out.append(int(proc.name))
-    return out
-
-
 class HaCluster:
     """Three PostgreSQL nodes under Patroni with etcd and HAProxy (scripts/ha), replicated
     synchronously or not. A crash here is a failover: the replicas fall a moment behind (the
@@ -166,22 +153,15 @@ class HaCluster:
         if self.up:
             return
         self._script("up", *([] if self.synchronous else ["--async"]))
-        self.ports = dict(re.findall(r"(HA_\w+)=(\d+)\b", self._script("env")))
+        self.ports = ha_nodes.ports(self.dir)
         self.port = int(self.ports["HA_RW"])
         self.up = True
 
     def nodes(self) -> list[str]:
-        return [k[len("HA_PG_"):] for k in self.ports if k.startswith("HA_PG_")]
+        return ha_nodes.nodes(self.ports)
 
     def leader(self) -> str | None:
-        for node in self.nodes():
-            try:
-                url = f"http://127.0.0.1:{self.ports['HA_REST_' + node]}/primary"
-                with urllib.request.urlopen(urllib.request.Request(url, method="OPTIONS"), timeout=2):
-                    return node
-            except OSError:
-                continue
-        return None
+        return ha_nodes.leader(self.ports)
 
     def _node_sql(self, node: str, query: str) -> list[tuple]:
         dsn = f"host=127.0.0.1 port={self.ports['HA_PG_' + node]} user=postgres dbname=postgres connect_timeout=2"
@@ -200,7 +180,7 @@ class HaCluster:
                 os.kill(pid, signal.SIGSTOP)
             time.sleep(0.5)
         pid = int((self.dir / old / "data" / "postmaster.pid").read_text().split()[0])
-        victims = postmaster_and_children(pid)
+        victims = ha_nodes.postmaster_and_children(pid)
         killed = time.monotonic()
         for victim in victims:
             try:

@@ -101,6 +101,39 @@ class TestExporterHealth : public QObject {
     const HttpAnswer landing = httpGet({e.url(QStringLiteral("/")), {}, {}});
     QVERIFY2(landing.body.contains("Database: a primary."), landing.body.constData());
   }
+
+  // The durability collector publishes what idemctl doctor finds: here the server's own fsync, a
+  // protocol login that turned synchronous_commit off, and no standby; whether one is synchronous
+  // only to a login that may see it (pg_monitor).
+  void theDurabilityCheckIsPublished() {
+    const std::string careless = db_->createLoginRole("careless", "idem_writer");
+    db_->exec("ALTER ROLE " + careless + " IN DATABASE " + db_->name() +
+              " SET synchronous_commit = off");
+    const double fsyncOff = db_->scalar(
+        "SELECT count(*) FROM pg_settings WHERE name = 'fsync' "
+        "AND setting <> 'on'");
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(1));
+    const Series s = e.scrape();
+    const auto problem = [&](const std::string& check) {
+      return value(s, "idempotency_db_durability_problem{check=\"" + check + "\"}");
+    };
+    QCOMPARE(problem("synchronous_commit"), std::optional(1.0));
+    QCOMPARE(problem("fsync"), std::optional(fsyncOff));
+    QCOMPARE(problem("synchronous_standby"), std::optional(0.0));  // no standby: a note
+    QCOMPARE(value(s, "idempotency_db_standbys"), std::optional(0.0));
+    QCOMPARE(value(s, "idempotency_db_synchronous_standbys"), std::optional(0.0));
+    db_->exec("ALTER ROLE " + careless + " IN DATABASE " + db_->name() +
+              " RESET synchronous_commit");
+
+    const std::string reader = db_->createLoginRole("reader", "idem_reader");
+    RunningExporter r(testOptions(db_->dsnAs(reader)));
+    QVERIFY(r.waitForCollections(1));
+    const Series seen = r.scrape();
+    QCOMPARE(value(seen, "idempotency_db_synchronous_standbys"), std::nullopt);
+    QCOMPARE(value(seen, "idempotency_db_durability_problem{check=\"synchronous_commit\"}"),
+             std::optional(0.0));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestExporterHealth)
