@@ -7,6 +7,7 @@
 #include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
 #include "idem/duration.hpp"
+#include "incremental_reader.hpp"
 #include "log.hpp"
 
 namespace idem::exporter {
@@ -24,16 +25,24 @@ constexpr const char* kSessionSetup =
 
 // What the server is, and on a standby how far its replay lags: 0 once it has replayed all it
 // received (an idle primary sends nothing, and its last commit ages without any lag), else the
-// age of the last commit it replayed (NULL when it has replayed none since it started). Asked at
-// connect, and at each collection only while the server is a standby, to notice a promotion: a
-// primary never turns into a standby without a restart, which ends the session.
+// age of the last commit it replayed (NULL when it has replayed none since it started). Then which
+// server it is: its WAL timeline (a primary's from its current WAL file's name; a standby's from
+// the WAL receiver when this login may see it, else from its last restartpoint) and when its
+// postmaster started. Asked at connect and at each collection: a promotion, a failover behind
+// the same address, a restart.
 constexpr const char* kServerRole = R"SQL(
 SELECT pg_catalog.pg_is_in_recovery(),
        CASE WHEN NOT pg_catalog.pg_is_in_recovery() THEN NULL
             WHEN pg_catalog.pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_catalog.pg_last_wal_replay_lsn()
             THEN 0
             ELSE greatest(0, extract(epoch FROM now() - pg_catalog.pg_last_xact_replay_timestamp()))::float8
-       END
+       END,
+       CASE WHEN NOT pg_catalog.pg_is_in_recovery()
+            THEN ('x' || substr(pg_catalog.pg_walfile_name(pg_catalog.pg_current_wal_lsn()), 1, 8))::bit(32)::int8
+            ELSE coalesce((SELECT received_tli FROM pg_catalog.pg_stat_wal_receiver),
+                          (SELECT timeline_id FROM pg_catalog.pg_control_checkpoint()))::int8
+       END,
+       pg_catalog.pg_postmaster_start_time()::text
 )SQL";
 
 std::string describe(const std::exception_ptr& error) {
@@ -127,9 +136,12 @@ bool CollectionLoop::connect() {
 }
 
 bool CollectionLoop::readServerRole() {
-  idem::ReadTransaction tx(*connection_);
-  const pqxx::row row = tx.exec1(kServerRole);
-  tx.commit();
+  pqxx::row row;
+  {
+    idem::ReadTransaction tx(*connection_);
+    row = tx.exec1(kServerRole);
+    tx.commit();
+  }
   const bool standby = row[0].as<bool>();
   if (standby_ && !standby) {
     logInfo("the standby was promoted: the database is a primary now; counting goes on");
@@ -137,7 +149,34 @@ bool CollectionLoop::readServerRole() {
   standby_ = standby;
   set_.health().setStandby(standby,
                            row[1].is_null() ? std::nullopt : std::optional(row[1].as<double>()));
+  const ServerIdentity seen{row[2].as<std::int64_t>(0), row[3].as<std::string>()};
+  set_.health().setTimeline(seen.timeline);
+  if (server_ && *server_ != seen) checkCountedRows(*server_, seen);
+  server_ = seen;
   return standby;
+}
+
+void CollectionLoop::checkCountedRows(const ServerIdentity& before, const ServerIdentity& now) {
+  const std::string change =
+      before.timeline != now.timeline
+          ? "the database is on timeline " + std::to_string(now.timeline) + " (was " +
+                std::to_string(before.timeline) + ")"
+          : "the database server restarted, or another one answers at this address";
+  std::size_t missing = 0;
+  for (const auto& c : set_.collectors()) {
+    for (IncrementalReader* r : c->readers()) missing += r->serverChanged(*connection_);
+  }
+  if (missing == 0) {
+    logInfo(change + "; every row counted last is on it: counting goes on");
+    return;
+  }
+  logWarn(change + " and lacks " + std::to_string(missing) +
+          " row(s) already counted: writes it acknowledged were lost (a failover to an "
+          "asynchronous standby, or a crash with synchronous_commit off). The counts start "
+          "afresh from this server (idempotency_exporter_count_restarts_total)");
+  set_.restartCounts();
+  std::fill(nextDue_.begin(), nextDue_.end(), std::chrono::steady_clock::time_point{});
+  set_.health().recordCountRestart();
 }
 
 // A failed step: counted and logged under `stage`; when it ended the session, the connection is
@@ -157,13 +196,11 @@ bool CollectionLoop::recordFailure(const std::string& stage, const std::exceptio
 void CollectionLoop::collectOnce(std::chrono::steady_clock::time_point started) {
   bool succeeded = true;
   bool reached = true;
-  if (standby_) {
-    try {
-      readServerRole();
-    } catch (...) {
-      succeeded = false;
-      reached = recordFailure("connect", std::current_exception());
-    }
+  try {
+    readServerRole();
+  } catch (...) {
+    succeeded = false;
+    reached = recordFailure("connect", std::current_exception());
   }
   const auto& collectors = set_.collectors();
   for (std::size_t i = 0; i < collectors.size() && connection_; ++i) {

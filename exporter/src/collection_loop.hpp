@@ -3,7 +3,9 @@
 // trying with exponential backoff (1s doubling to 30s) while /metrics goes on serving the last
 // figures with idempotency_exporter_db_up 0; collectors keep their state across reconnects, so
 // nothing is lost or counted twice. On a hot standby it also follows the replay lag at each
-// collection, and notices a promotion; each collector's update is timed for self-health.
+// collection, and notices a promotion; each collector's update is timed for self-health. A server
+// that changed behind the connection (a failover, a restart) has the rows counted last looked up,
+// and the counts start afresh when it lacks any (incremental_reader.hpp).
 #pragma once
 
 #include <atomic>
@@ -13,6 +15,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <pqxx/connection>
 #include <string>
 #include <thread>
@@ -39,9 +42,20 @@ class CollectionLoop {
  private:
   void run();
   bool connect();
-  // Asks whether the server is a standby (and its replay lag) and tells self-health; logs a
-  // promotion. Throws on database errors.
+  // Which server answers: another one, or the same on a new timeline or after a restart, may
+  // lack rows the old one had.
+  struct ServerIdentity {
+    std::int64_t timeline = 0;
+    std::string startedAt;  // pg_postmaster_start_time()
+    bool operator==(const ServerIdentity&) const = default;
+  };
+
+  // Asks whether the server is a standby (and its replay lag) and which server it is, and tells
+  // self-health; logs a promotion, checks the counted rows on a server that changed. Throws on
+  // database errors.
   bool readServerRole();
+  // The readers look up the rows they counted last; when any is missing, the counts start afresh.
+  void checkCountedRows(const ServerIdentity& before, const ServerIdentity& now);
   bool recordFailure(const std::string& stage, const std::exception_ptr& error);
   // One pass over the collectors that are due at `started`, the time this collection was
   // scheduled from: a collector whose interval equals the collection interval runs every time.
@@ -54,7 +68,8 @@ class CollectionLoop {
   std::unique_ptr<pqxx::connection> connection_;  // collection thread only
   std::vector<std::chrono::steady_clock::time_point> nextDue_;
   int connectFailures_ = 0;
-  bool standby_ = false;  // the connected server was a standby at the last look
+  bool standby_ = false;                  // the connected server was a standby at the last look
+  std::optional<ServerIdentity> server_;  // the last server seen, across reconnects
 
   std::mutex mutex_;
   std::condition_variable wake_;

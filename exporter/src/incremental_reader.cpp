@@ -87,6 +87,7 @@ TableQueries tableQueries(const std::string& relation, const std::string& column
   // uses the BRIN index on created_at and touches only the recent block ranges.
   q.windowStartId =
       "SELECT min(id + 0) FROM " + relation + " WHERE created_at >= now() - $1::interval";
+  q.countIds = "SELECT count(*) FROM " + relation + " WHERE id = ANY($1::bigint[])";
   return q;
 }
 
@@ -190,7 +191,40 @@ void IncrementalReader::reset() {
   highWater_ = 0;
   gaps_.clear();
   horizons_.clear();
+  recent_.clear();
   publishStats();
+}
+
+void IncrementalReader::remember(std::int64_t id) {
+  if (limits_.recentIds == 0) return;
+  if (recent_.size() == limits_.recentIds) recent_.pop_front();
+  recent_.push_back(id);
+}
+
+std::size_t IncrementalReader::serverChanged(pqxx::connection& connection) {
+  if (!started_) return 0;
+  restartHorizons(standby_);
+  std::vector<std::int64_t> ids(recent_.begin(), recent_.end());
+  // The high-water row: counted, or the newest row when the reader started; either way a row
+  // this server must have for new ids to come above it.
+  if (highWater_ > 0) ids.push_back(highWater_);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::size_t found = 0;
+  idem::ReadTransaction tx(connection);
+  for (std::size_t start = 0; start < ids.size(); start += kRecheckChunk) {
+    const auto first = ids.begin() + static_cast<std::ptrdiff_t>(start);
+    const auto last =
+        ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), start + kRecheckChunk));
+    found +=
+        tx.exec_params1(queries_.countIds, bigintArrayLiteral(first, last))[0].as<std::size_t>();
+  }
+  tx.commit();
+  const std::size_t missing = ids.size() - found;
+  logDebug(queries_.relation + ": " + std::to_string(ids.size()) +
+           " row(s) counted last looked up on the server now behind the connection, " +
+           std::to_string(missing) + " missing");
+  return missing;
 }
 
 void IncrementalReader::refreshHorizons(pqxx::connection& connection) {
@@ -280,6 +314,7 @@ void IncrementalReader::recheckGaps(pqxx::connection& connection, const RowSink&
       const std::int64_t id = row[0].as<std::int64_t>();
       if (!awaited(id)) continue;  // defensive: a row we did not ask for, or counted already
       sink(row, RowOrigin::Late);
+      remember(id);
       now.push_back(id);
     }
     std::sort(now.begin(), now.end());
@@ -353,6 +388,7 @@ void IncrementalReader::readNewRows(pqxx::connection& connection, const RowSink&
       const std::int64_t id = row[0].as<std::int64_t>();
       addGaps(highWater_, id);
       sink(row, RowOrigin::New);
+      remember(id);
       highWater_ = id;
     }
     stats_.rowsRead += batch.size();

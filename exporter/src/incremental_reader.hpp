@@ -54,10 +54,20 @@
 // (--max-tracked-gaps); at the bound the reader reads no new rows until ranges resolve (each
 // collection that waits so is counted: reads_deferred), and it never drops one: a dropped gap
 // would be a row never counted, a duplicate charge that never shows.
+//
+// A failover or a restart may put another server behind the connection (serverChanged()). With
+// a synchronous standby it has every row counted, and counting goes on where it was. Promoted
+// from an asynchronous standby, or restarted after a crash with synchronous_commit off, it may
+// lack the last rows counted; its sequences then hand out their ids again, below the high-water
+// mark, where the reader would never look. So the reader keeps the ids it counted last
+// (ReaderLimits::recentIds, and the high-water row) and looks them up on the new server: one
+// missing says counts taken so far no longer describe this database, and the caller starts them
+// afresh (CollectorSet::restartCounts).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <pqxx/connection>
@@ -78,6 +88,7 @@ struct TableQueries {
   std::string rowsInRanges;   // $1, $2 bigint[]: the rows whose id is in [$1[i], $2[i]] for an i
   std::string highWater;      // the largest id visible, 0 when empty
   std::string windowStartId;  // $1 interval: the smallest id created within it, NULL when none
+  std::string countIds;       // $1 bigint[]: how many of these ids have a row
 };
 
 // The statements of one of the idem tables the collectors read (attempts, transitions, fund
@@ -102,6 +113,8 @@ struct ReaderLimits {
   std::chrono::milliseconds window{0};  // rows created within it are read at start
   // On a standby: the longest an INSERT into these tables runs on the primary (G above).
   std::chrono::milliseconds standbyStatementBound{60'000};
+  // The ids counted last, looked up on a server that replaced the one they were read from.
+  std::size_t recentIds = 10'000;
 };
 
 class IncrementalReader {
@@ -128,6 +141,12 @@ class IncrementalReader {
   // consistent (see poll), so a collection cut short still publishes them. Rethrows.
   void pollAndPublish(pqxx::connection& connection, const RowSink& sink,
                       const std::function<void()>& publish);
+
+  // Another server is behind the connection, or the same one on a new timeline or after a
+  // restart: the gaps' proofs start again, and the rows counted last (and the high-water row) are
+  // looked up on it. Returns how many of them it lacks, 0 when it has them all. Throws on
+  // database errors (call again on the next connection).
+  std::size_t serverChanged(pqxx::connection& connection);
 
   // The database's now() at the last poll, seconds since the epoch.
   double snapshotTime() const { return snapshotTime_; }
@@ -163,6 +182,7 @@ class IncrementalReader {
   bool awaited(std::int64_t id) const;
   void removeGap(std::int64_t id);
   void publishStats();
+  void remember(std::int64_t id);
 
   TableQueries queries_;
   ReaderLimits limits_;
@@ -173,7 +193,8 @@ class IncrementalReader {
   std::vector<Gap> gaps_;  // ascending, disjoint
   std::map<std::uint32_t, Horizon> horizons_;
   std::uint32_t nextHorizon_ = 1;
-  bool standby_ = false;  // which proof horizons_ hold
+  bool standby_ = false;             // which proof horizons_ hold
+  std::deque<std::int64_t> recent_;  // ids counted last, oldest first, at most recentIds
 };
 
 // "{1,2,3}": a bigint[] parameter in text form.

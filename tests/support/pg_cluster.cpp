@@ -102,6 +102,14 @@ void PgCluster::promote() {
              90000);
 }
 
+void PgCluster::follow(const PgCluster& primary) {
+  pqxx::connection c(dsn().toStdString());
+  pqxx::nontransaction tx(c);
+  tx.exec("ALTER SYSTEM SET primary_conninfo = 'host=127.0.0.1 port=" +
+          std::to_string(primary.port()) + " user=postgres'");
+  tx.exec("SELECT pg_catalog.pg_reload_conf()");
+}
+
 PgCluster::~PgCluster() {
   try {
     stop();

@@ -34,6 +34,9 @@ class PgCluster {
   void waitForCatchUp(const PgCluster& primary, int timeoutMs = 30000) const;
   // A standby's: pg_ctl promote, waiting until it accepts writes.
   void promote();
+  // A standby's: streams from `primary` from now on (primary_conninfo, reloaded), following it
+  // onto its timeline, as Patroni points the replicas at a new leader.
+  void follow(const PgCluster& primary);
 
  private:
   struct StandbyOf {

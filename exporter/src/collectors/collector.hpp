@@ -14,6 +14,8 @@
 
 namespace idem::exporter {
 
+class IncrementalReader;
+
 class Collector {
  public:
   virtual ~Collector() = default;
@@ -27,6 +29,10 @@ class Collector {
   // Collection thread only. Reads the database and publishes the result in memory. Throws on
   // database errors; whatever it had already published stays consistent.
   virtual void update(pqxx::connection& connection) = 0;
+
+  // Collection thread only. The incremental readers its counts come from, for the collection
+  // loop to look up their rows on a server that replaced the one they were read from.
+  virtual std::vector<IncrementalReader*> readers() { return {}; }
 
   // Any thread; never touches the database. Appends this collector's metric families.
   virtual void collect(std::vector<prometheus::MetricFamily>& out) const = 0;

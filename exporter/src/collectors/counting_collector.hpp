@@ -32,6 +32,7 @@ class CountingCollector : public Collector {
         connection, [this](const pqxx::row& row, RowOrigin origin) { take(row, origin); },
         [this] { publish(); });
   }
+  std::vector<IncrementalReader*> readers() final { return {&reader_}; }
 
  protected:
   using Window = SlidingWindow<WindowSlots>;

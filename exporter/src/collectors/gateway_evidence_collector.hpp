@@ -26,6 +26,7 @@ class GatewayEvidenceCollector : public Collector {
 
   std::string_view name() const override { return "gateway_evidence"; }
   void update(pqxx::connection& connection) override;
+  std::vector<IncrementalReader*> readers() override { return {&reader_, &bookings_}; }
   void collect(std::vector<prometheus::MetricFamily>& out) const override;
 
   // The ages idempotency_unknown_records counts beyond, as labels and seconds.

@@ -35,6 +35,7 @@ class OverchargesCollector : public MoneyQuestionCollector {
 
   std::string_view name() const override { return "overcharges"; }
   void update(pqxx::connection& connection) override;
+  std::vector<IncrementalReader*> readers() override { return {&flows_}; }
   void collect(std::vector<prometheus::MetricFamily>& out) const override;
 
   // The reader's rows-read and gap figures, by this name (self-health's table label).

@@ -110,6 +110,7 @@ class ReconciliationCollector : public MoneyQuestionCollector {
 
   std::string_view name() const override { return "reconciliation"; }
   void update(pqxx::connection& connection) override;
+  std::vector<IncrementalReader*> readers() override { return {&flows_, &transitions_}; }
   void collect(std::vector<prometheus::MetricFamily>& out) const override;
 
   // The tables' rows-read and gap figures, by these names (self-health's table label).

@@ -13,6 +13,10 @@ const std::vector<double> kDurationBounds{0.001, 0.0025, 0.005, 0.01, 0.025, 0.0
                                           0.25,  0.5,    1,     2.5,  5,     10};
 
 using prometheus::MetricType;
+
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 using enum prometheus::MetricType;
 
 enum Family : std::size_t {
@@ -30,6 +34,9 @@ enum Family : std::size_t {
   kCollectorSuccess,
   kStandby,
   kReplayLag,
+  kCountRestarts,
+  kCountingSince,
+  kTimeline,
   kFamilyCount
 };
 
@@ -42,7 +49,7 @@ struct FamilyText {
 
 // The families, in the order a scrape lists them: those always there, then those that appear
 // with their first sample (a collector's first update, the first connection, a standby).
-constexpr std::array<FamilyText, 10> kAlwaysPublished{{
+constexpr std::array<FamilyText, 12> kAlwaysPublished{{
     {kDbUp, "idempotency_exporter_db_up",
      "1 when the last collection reached the database, 0 otherwise.", Gauge},
     {kDuration, "idempotency_exporter_collect_duration_seconds",
@@ -76,8 +83,17 @@ constexpr std::array<FamilyText, 10> kAlwaysPublished{{
      Counter},
     {kBuildInfo, "idempotency_exporter_build_info",
      "Version and git revision of idemwatch-exporter; always 1.", Gauge},
+    {kCountRestarts, "idempotency_exporter_count_restarts_total",
+     "Times the counts started afresh because the server behind the connection lacked rows "
+     "already counted (a failover to an asynchronous standby, a crash with synchronous_commit "
+     "off): acknowledged writes were lost.",
+     Counter},
+    {kCountingSince, "idempotency_exporter_counting_since_timestamp_seconds",
+     "When the counters now published started from zero: the exporter's start or the last count "
+     "restart, seconds since the epoch.",
+     Gauge},
 }};
-constexpr std::array<FamilyText, 4> kPublishedWithFirstSample{{
+constexpr std::array<FamilyText, 5> kPublishedWithFirstSample{{
     {kCollectorDuration, "idempotency_exporter_collector_duration_seconds",
      "How long each collector's last update took.", Gauge},
     {kCollectorSuccess, "idempotency_exporter_collector_success",
@@ -89,6 +105,10 @@ constexpr std::array<FamilyText, 4> kPublishedWithFirstSample{{
     {kReplayLag, "idempotency_exporter_replay_lag_seconds",
      "On a hot standby, how far its replay is behind the primary: 0 when it has replayed all it "
      "received, else the age of the last replayed commit. Absent on a primary.",
+     Gauge},
+    {kTimeline, "idempotency_exporter_db_timeline",
+     "The WAL timeline of the server behind the connection (a promotion starts a new one); "
+     "absent before the first connection.",
      Gauge},
 }};
 
@@ -108,7 +128,10 @@ static_assert(eachFamilyListedOnce());
 
 SelfHealthCollector::SelfHealthCollector(const ReadStats& readStats, const BizTypes& bizTypes,
                                          std::vector<std::string> stages)
-    : readStats_(readStats), bizTypes_(bizTypes), buckets_(kDurationBounds.size(), 0) {
+    : readStats_(readStats),
+      bizTypes_(bizTypes),
+      countingSince_(unixNow()),
+      buckets_(kDurationBounds.size(), 0) {
   for (std::string& s : stages) errors_.emplace(std::move(s), 0);
 }
 
@@ -134,6 +157,17 @@ void SelfHealthCollector::setStandby(bool standby, std::optional<double> replayL
   replayLag_ = standby ? replayLagSeconds : std::nullopt;
 }
 
+void SelfHealthCollector::setTimeline(std::int64_t timeline) {
+  std::lock_guard lock(mutex_);
+  timeline_ = timeline;
+}
+
+void SelfHealthCollector::recordCountRestart() {
+  std::lock_guard lock(mutex_);
+  ++countRestarts_;
+  countingSince_ = unixNow();
+}
+
 std::string SelfHealthCollector::databaseRole() const {
   std::lock_guard lock(mutex_);
   if (!standby_) return "not reached yet";
@@ -154,10 +188,7 @@ void SelfHealthCollector::recordCollection(std::chrono::duration<double> duratio
   for (std::size_t i = 0; i < kDurationBounds.size(); ++i) {
     if (seconds <= kDurationBounds[i]) ++buckets_[i];
   }
-  if (succeeded) {
-    lastSuccess_ =
-        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  }
+  if (succeeded) lastSuccess_ = unixNow();
 }
 
 void SelfHealthCollector::collect(std::vector<prometheus::MetricFamily>& out) const {
@@ -180,6 +211,9 @@ void SelfHealthCollector::collect(std::vector<prometheus::MetricFamily>& out) co
     }
     if (standby_) addSample(f[kStandby], {}, *standby_ ? 1 : 0);
     if (replayLag_) addSample(f[kReplayLag], {}, *replayLag_);
+    addSample(f[kCountRestarts], {}, static_cast<double>(countRestarts_));
+    addSample(f[kCountingSince], {}, countingSince_);
+    if (timeline_) addSample(f[kTimeline], {}, static_cast<double>(*timeline_));
   }
   for (const TableReadStats& t : readStats_.tables()) {
     addSample(f[kRowsRead], {{"table", t.table}}, static_cast<double>(t.rowsRead.load()));

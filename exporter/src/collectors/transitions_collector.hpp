@@ -22,6 +22,7 @@ class TransitionsCollector : public Collector {
 
   std::string_view name() const override { return "transitions"; }
   void update(pqxx::connection& connection) override;
+  std::vector<IncrementalReader*> readers() override { return {&reader_}; }
   void collect(std::vector<prometheus::MetricFamily>& out) const override;
 
  private:
