@@ -17,7 +17,8 @@ the downstream's own records (each simulator's journal) and from the exporters:
   4. every transition is one the state machine allows, and no record left UNKNOWN was claimed again
      without a decision by evidence or a person;
   5. every careless attempt was refused;
-  6. every exporter's counters equal SQL.
+  6. every exporter's counters equal SQL, and none found rows it had counted missing after a
+     crash or a failover (which would mean PostgreSQL lost writes it had acknowledged).
 
 `--reintroduce NAME` breaks one guarantee on purpose after migrating, to prove the run can fail:
 `refund-read-as-charge` and `coupon-read-as-charge` (the ledger's word about a refund or a coupon
@@ -168,7 +169,30 @@ class HaCluster:
         with psycopg.connect(dsn, autocommit=True) as c:
             return c.execute(query).fetchall()
 
+    def replicated(self, timeout: float = 120) -> None:
+        """Waits until every replica streams from the leader again (and, replicated synchronously,
+        one is the synchronous standby): a failover soon after the last one would otherwise find
+        the replicas still rejoining (pg_rewind, a restart), none that Patroni may promote."""
+        deadline = time.monotonic() + timeout
+        want = len(self.nodes()) - 1
+        while True:
+            leader = self.leader()
+            try:
+                if leader is not None:
+                    ((streaming, synchronous),) = self._node_sql(
+                        leader, "SELECT count(*) FILTER (WHERE state = 'streaming'), "
+                                "count(*) FILTER (WHERE sync_state IN ('sync', 'quorum')) "
+                                "FROM pg_stat_replication")
+                    if streaming >= want and (synchronous > 0 or not self.synchronous):
+                        return
+            except psycopg.Error:
+                pass
+            if time.monotonic() > deadline:
+                raise OSError(f"the replicas did not all stream from the leader within {timeout:.0f} s")
+            time.sleep(0.5)
+
     def crash(self, lag_first: bool = True) -> None:
+        self.replicated()
         old = self.leader()
         if old is None:
             raise OSError("no leader to fail over from")
@@ -210,6 +234,7 @@ class HaCluster:
         """The leader cut off from etcd, as a network partition would (no iptables here): its
         Patroni stopped with SIGSTOP, so its leader lease runs out while its PostgreSQL runs on; a
         replica takes over, and the old leader, its Patroni resumed, rejoins as a replica."""
+        self.replicated()
         old = self.leader()
         if old is None:
             raise OSError("no leader to cut off")
@@ -708,6 +733,14 @@ class Run:
             for name, (rows, differ) in differences.items():
                 self.check(not differ, f"exporter {i}: every {name} series equals SQL "
                                        f"({rows:.0f} rows; differ: {differ[:3]})")
+        for i, port in enumerate(self.exporter_ports):
+            # After every crash and failover the exporter looks up the rows it counted last on the
+            # server it reaches: one missing means PostgreSQL lost a write it had acknowledged.
+            text = scrape(port) or ""
+            m = re.search(r"^idempotency_exporter_count_restarts_total (\S+)$", text, re.M)
+            restarts = float(m.group(1)) if m else None
+            self.check(restarts == 0, f"exporter {i} found every row it had counted on the server "
+                                      f"it reached after each crash (count restarts: {restarts})")
         say(f"scrapes during the chaos: {self.scrapes['answered']} answered, "
             f"{self.scrapes['unanswered']} unanswered")
         if self.args.ha:
