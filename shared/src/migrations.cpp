@@ -208,6 +208,9 @@ const std::vector<FunctionGrant>& expectedFunctionGrants() {
        std::numeric_limits<int>::max(), true},
       {"idem.minor_total(numeric)", "idem_reader", kContractV3Migration},
       {"idem.minor_total(numeric)", "idem_operator", kContractV3Migration},
+      // The amount a request asks for, as the console's proposals compare it with a line.
+      {"idem.request_amount_minor(jsonb)", "idem_operator", kGatewayEvidenceMigration,
+       kNoLaterMigration, true},
       // The gateway's evidence: its statements, callbacks and status answers are its word
       // (idem_ledger); the reconciler's pass decides from what they stored. Objects only: no
       // numbered migration creates them.

@@ -89,10 +89,14 @@ class TestGatewayEvidence : public QObject {
 
   // The agent claims `key` for `bizId` asking `amount` CNY; its downstream acts and the answer is
   // lost: UNKNOWN.
-  void lostAnswer(const std::string& key, const std::string& bizId, long long amount = 2990) {
+  // amountJson: the amount as the request spells it (2990.0, "2990"), else `amount`.
+  void lostAnswer(const std::string& key, const std::string& bizId, long long amount = 2990,
+                  const std::string& amountJson = {}) {
     As agent(*db_, agent_);
     BeginRequest r = test::payRequest(key, bizId);
-    r.requestPayload = R"({"amount_minor": )" + std::to_string(amount) + R"(, "currency": "CNY"})";
+    r.requestPayload = R"({"amount_minor": )" +
+                       (amountJson.empty() ? std::to_string(amount) : amountJson) +
+                       R"(, "currency": "CNY"})";
     const BeginResult b = agent.client.begin(r);
     if (b.outcome != Outcome::Executed || !b.claimToken) qFatal("%s was not executed", key.c_str());
     if (!agent.client.markUnknown(key, 1, "no answer within 5s", *b.claimToken).ok())
@@ -140,6 +144,16 @@ class TestGatewayEvidence : public QObject {
 
   // Moves a record's creation into the past (as the superuser, past the guard triggers), so that
   // a settlement delay can have passed.
+  // A final statement's period, from five days ago to tomorrow, as "from/to".
+  std::string finalPeriodAroundNow() {
+    return field("SELECT (now() - interval '5 days')::text") + "/" +
+           field("SELECT (now() + interval '1 day')::text");
+  }
+  // That long ago, as a statement line's booking time.
+  std::string utcAgo(const std::string& ago) {
+    return field("SELECT to_char((now() - interval '" + ago +
+                 "') AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
+  }
   void createdAgo(const std::string& key, const std::string& ago) {
     db_->exec(
         "SET session_replication_role = replica; UPDATE idem.records SET created_at = now() - "
@@ -683,11 +697,8 @@ class TestGatewayEvidence : public QObject {
     ledger.firstField(
         "SELECT * FROM idem.ingest_callback('other', 'evt_38', 'DEBIT', 2990, 'CNY', "
         "'ch_38', NULL, 'ord-38', '{}')");
-    const std::string period = field("SELECT (now() - interval '5 days')::text") + "/" +
-                               field("SELECT (now() + interval '1 day')::text");
-    const std::string threeDaysAgo = field(
-        "SELECT to_char((now() - interval '3 days') AT TIME ZONE 'UTC', "
-        "'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')");
+    const std::string period = finalPeriodAroundNow();
+    const std::string threeDaysAgo = utcAgo("3 days");
     const Imported final =
         import({{.lineId = "psp_1", .ref = "ch_39x", .bookedAt = threeDaysAgo}}, {}, "psp", period);
     QCOMPARE(final.sqlstate, std::string());
@@ -695,6 +706,32 @@ class TestGatewayEvidence : public QObject {
     QCOMPARE(final.resolvedFailed, 0LL);
     QCOMPARE(statusOf("ord-38:pay"), std::string("UNKNOWN"));
     QCOMPARE(statusOf("ord-39:pay"), std::string("UNKNOWN"));
+  }
+
+  // The request's amount is read by one rule wherever it meets the gateway's word: 2990.0 and
+  // "2990" ask for the 2990 an unexplained line moved, so absence decides neither; "29.90" is no
+  // whole number of minor units and could be any amount, so it yields to the line too.
+  void absenceYieldsToALineOfTheRequestsAmountHoweverItIsWritten() {
+    As admin(*db_, "postgres");
+    admin.firstField("SELECT idem.declare_gateway('psp', ARRAY['payment'], '1 day', true)");
+    lostAnswer("ord-40:pay", "ord-40", 0, "2990.0");
+    lostAnswer("ord-41:pay", "ord-41", 0, R"("2990")");
+    lostAnswer("ord-42:pay", "ord-42", 0, R"("29.90")");
+    lostAnswer("ord-43:pay", "ord-43", 0, "3990.0");
+    for (const char* key : {"ord-40:pay", "ord-41:pay", "ord-42:pay", "ord-43:pay"})
+      createdAgo(key, "3 days");
+    const std::string period = finalPeriodAroundNow();
+    const std::string threeDaysAgo = utcAgo("3 days");
+    const Imported final =
+        import({{.lineId = "psp_2", .ref = "ch_40x", .bookedAt = threeDaysAgo}}, {}, "psp", period);
+    QCOMPARE(final.sqlstate, std::string());
+    QCOMPARE(resultOf("psp_2"), std::string("unmatched"));
+    QCOMPARE(statusOf("ord-40:pay"), std::string("UNKNOWN"));
+    QCOMPARE(statusOf("ord-41:pay"), std::string("UNKNOWN"));
+    QCOMPARE(statusOf("ord-42:pay"), std::string("UNKNOWN"));
+    // A line of another amount is no reason to wait: the final statement holds none for it.
+    QCOMPARE(statusOf("ord-43:pay"), std::string("FAILED"));
+    QCOMPARE(final.resolvedFailed, 1LL);
   }
 
   void onlyTheGatewaysSideWritesItsEvidence() {

@@ -57,8 +57,7 @@ BEGIN
     IF v_role <> 'effect'
        OR (l.biz_id IS NOT NULL AND l.biz_id <> r.biz_id)
        OR v_cur IS NULL OR v_cur <> l.currency
-       OR (CASE WHEN v_amt ~ '^[0-9]{1,18}(\.0*)?$' THEN v_amt::numeric <> l.amount_minor
-                ELSE true END) THEN
+       OR idem.request_amount_minor(r.request_payload) IS DISTINCT FROM l.amount_minor THEN
         RAISE EXCEPTION 'statement line % of gateway % (% % %) cannot be the side effect of % (% %, asking %)',
             quote_literal(p_line_id), p_gateway, l.flow_kind, l.amount_minor, l.currency,
             p_key, r.biz_type, r.biz_id,

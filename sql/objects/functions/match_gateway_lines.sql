@@ -77,10 +77,9 @@ AS $function$
         SELECT f.*, ro.r_role,
                upper(f.r_request ->> 'currency') AS req_cur,
                f.r_request ->> 'amount_minor' AS req_amt,
-               -- A whole number of minor units, as text or a JSON number (2990 or 2990.0); an
-               -- amount_minor the request carries that is anything else cannot agree with a line.
-               CASE WHEN f.r_request ->> 'amount_minor' ~ '^[0-9]{1,18}(\.0*)?$'
-                    THEN (f.r_request ->> 'amount_minor')::numeric::bigint END AS req_amount,
+               -- An amount_minor the request carries that is not a whole number of minor units
+               -- cannot agree with a line.
+               idem.request_amount_minor(f.r_request) AS req_amount,
                (f.r_request ? 'amount_minor') AS req_has_amount,
                fl.amount_minor AS f_amount, fl.currency AS f_currency, fl.kind AS f_kind,
                fl.biz_type AS f_type, fl.biz_id AS f_biz_id, fl.id IS NOT NULL AS f_found

@@ -49,15 +49,16 @@ BEGIN
                             WHERE f.biz_type = r.biz_type AND f.biz_id = r.biz_id)
            -- ...and no money this gateway moved that nothing explains could be it: a line or an
            -- event it left unmatched or mismatched, of the request's currency and amount (any,
-           -- when the request names none), around the time the record could have been charged.
+           -- when the request names none or no whole number of minor units; 2990.0 is 2990),
+           -- around the time the record could have been charged.
            AND NOT EXISTS (
                  SELECT FROM idem.statement_lines AS l
                   WHERE l.gateway = p_gateway AND l.flow_kind IS NOT NULL
                     AND l.result IN ('unmatched', 'mismatched')
                     AND (r.request_payload ->> 'currency' IS NULL
                          OR l.currency = upper(r.request_payload ->> 'currency'))
-                    AND (r.request_payload ->> 'amount_minor' IS NULL
-                         OR l.amount_minor::text = r.request_payload ->> 'amount_minor')
+                    AND (idem.request_amount_minor(r.request_payload) IS NULL
+                         OR l.amount_minor = idem.request_amount_minor(r.request_payload))
                     AND (l.booked_at IS NULL
                          OR l.booked_at BETWEEN r.created_at - interval '1 day'
                                             AND r.created_at + g.settlement_delay + interval '1 day'))
@@ -67,8 +68,8 @@ BEGIN
                     AND e.result IN ('unmatched', 'mismatched')
                     AND (r.request_payload ->> 'currency' IS NULL
                          OR e.currency = upper(r.request_payload ->> 'currency'))
-                    AND (r.request_payload ->> 'amount_minor' IS NULL
-                         OR e.amount_minor::text = r.request_payload ->> 'amount_minor'))
+                    AND (idem.request_amount_minor(r.request_payload) IS NULL
+                         OR e.amount_minor = idem.request_amount_minor(r.request_payload)))
          ORDER BY r.idempotency_key
            FOR UPDATE OF r SKIP LOCKED
     LOOP
