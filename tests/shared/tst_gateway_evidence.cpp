@@ -10,9 +10,13 @@
 //   * Absence is evidence only in a final statement, only for a gateway that allows it, only once
 //     the settlement delay has passed, and never where money moved for the object by another route.
 #include <QtTest>
+#include <atomic>
 #include <future>
+#include <latch>
+#include <map>
 #include <thread>
 
+#include "idem/database_error.hpp"
 #include "idem/protocol_client.hpp"
 #include "login_session.hpp"
 #include "test_database.hpp"
@@ -363,6 +367,95 @@ class TestGatewayEvidence : public QObject {
                               "\"stripe\", \"line_id\": \"txn_acc4\"}')"),
              std::string());
     QCOMPARE(resultOf("txn_acc4"), std::string("unmatched"));
+  }
+
+  // An operator accepts key-less lines as their records' charges while the gateway's next file,
+  // naming the same charges with their keys, is imported: both decide the same records and write
+  // the same flows at once, in opposite orders (a deadlock PostgreSQL breaks by rolling one back,
+  // which is run again). Whoever comes first decides; each charge is one flow, each record
+  // SUCCESS once, and nothing is flagged a second charge.
+  void anOperatorAndAnImportDecidingTheSameRecordsRecordEachChargeOnce() {
+    constexpr int kRecords = 16;
+    std::vector<Line> keyless;
+    std::vector<Line> keyed;
+    for (int i = 0; i < kRecords; ++i) {
+      const std::string n = std::to_string(i);
+      lostAnswer("ord-cc" + n + ":pay", "ord-cc" + n);
+      keyless.push_back({.lineId = "txn_cc" + n, .ref = "ch_cc" + n});
+      keyed.push_back(
+          {.lineId = "txn_cc" + n + "k", .key = "ord-cc" + n + ":pay", .ref = "ch_cc" + n});
+    }
+    QVERIFY(import(keyless).sqlstate.empty());
+    QCOMPARE(count("SELECT count(*) FROM idem.statement_lines WHERE line_id LIKE 'txn_cc%' "
+                   "AND result = 'unmatched'"),
+             static_cast<long long>(kRecords));
+
+    std::atomic<int> retries{0};
+    std::string importError;
+    std::map<std::string, int> settled;  // settle's answer -> how many
+    std::latch ready(2);                 // both sessions open, then both at once
+    std::jthread gateway([&] {
+      // The importer's three calls in one transaction; one rolled back by a deadlock or a
+      // serialization failure is run again whole, as idemctl import-statement does.
+      As ledger(*db_, ledger_);
+      ready.arrive_and_wait();
+      for (int attempt = 0; attempt < 20; ++attempt) {
+        try {
+          importError =
+              import(keyed, std::string(64, '7'), "stripe", {}, &ledger.connection).sqlstate;
+          return;
+        } catch (const pqxx::transaction_rollback&) {
+          ++retries;
+        }
+      }
+      importError = "gave up";
+    });
+    // The operator's settles through the protocol client the admin app uses, which runs a settle
+    // rolled back by a deadlock again.
+    As alice(*db_, operator_);
+    ready.arrive_and_wait();
+    for (int i = kRecords - 1; i >= 0; --i) {
+      const std::string n = std::to_string(i);
+      try {
+        const ChangeResult r =
+            alice.client.settle("ord-cc" + n + ":pay", 2, RecordStatus::Success,
+                                "line txn_cc" + n + " is this payment", accepting("txn_cc" + n));
+        ++settled[std::string(format(r.result))];
+      } catch (const DatabaseError& e) {
+        ++settled[e.sqlstate()];  // the import matched the line's reference first: 22023
+      }
+    }
+    gateway.join();
+    for (const auto& [answer, n] : settled) qInfo("settle answered %s: %d", answer.c_str(), n);
+    qInfo("imports rolled back and run again: %d", retries.load());
+    QCOMPARE(importError, std::string());
+    QCOMPARE(settled["ok"] + settled["conflict"] + settled["22023"], kRecords);
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key LIKE 'ord-cc%' "
+                   "AND status = 'SUCCESS'"),
+             static_cast<long long>(kRecords));
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key LIKE 'ord-cc%' "
+                   "AND to_status = 'SUCCESS'"),
+             static_cast<long long>(kRecords));
+    // One flow a charge, under its record, and no second charge of any object.
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id LIKE 'ord-cc%'"),
+             static_cast<long long>(kRecords));
+    QCOMPARE(count("SELECT count(DISTINCT external_ref) FROM idem.fund_flows "
+                   "WHERE biz_id LIKE 'ord-cc%' AND idempotency_key = biz_id || ':pay'"),
+             static_cast<long long>(kRecords));
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id LIKE 'ord-cc%' "
+                   "AND duplicate_of IS NOT NULL"),
+             0LL);
+    // The keyed lines all matched; a key-less line matched when its settle came first, else it
+    // stays unmatched beside the flow its keyed twin matched: never mismatched, never a duplicate.
+    QCOMPARE(count("SELECT count(*) FROM idem.statement_lines WHERE line_id LIKE 'txn_cc%k' "
+                   "AND result = 'matched'"),
+             static_cast<long long>(kRecords));
+    QCOMPARE(count("SELECT count(*) FROM idem.statement_lines WHERE line_id LIKE 'txn_cc%' "
+                   "AND result NOT IN ('matched', 'unmatched')"),
+             0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.statement_lines WHERE line_id LIKE 'txn_cc%' "
+                   "AND line_id NOT LIKE '%k' AND result = 'matched'"),
+             static_cast<long long>(settled["ok"]));
   }
 
   // A line without the gateway's reference is known by its line id in its gateway's namespace:
