@@ -15,6 +15,9 @@ namespace {
 
 constexpr std::chrono::milliseconds kFirstBackoff{1'000};
 constexpr std::chrono::milliseconds kMaxBackoff{30'000};
+// How long counting waits for a standby that lacks rows already counted to replay them, before
+// the counts start afresh; below the 5 minutes after which a collection that never succeeds pages.
+constexpr std::chrono::minutes kStandbyCatchUp{2};
 
 // The exporter only reads: the session says so, as a guard against any future mistake. Its
 // statements are short index walks: JIT compilation (triggered by the planner's cost estimates of
@@ -151,32 +154,50 @@ bool CollectionLoop::readServerRole() {
                            row[1].is_null() ? std::nullopt : std::optional(row[1].as<double>()));
   const ServerIdentity seen{row[2].as<std::int64_t>(0), row[3].as<std::string>()};
   set_.health().setTimeline(seen.timeline);
-  if (server_ && *server_ != seen) checkCountedRows(*server_, seen);
+  if (server_ && *server_ != seen) {
+    serverChange_ =
+        ServerChange{server_->timeline != seen.timeline
+                         ? "the database is on timeline " + std::to_string(seen.timeline) +
+                               " (was " + std::to_string(server_->timeline) + ")"
+                         : "the database server restarted, or another one answers at this address",
+                     std::chrono::steady_clock::now(), false};
+  }
   server_ = seen;
+  if (serverChange_) checkCountedRows(standby);
   return standby;
 }
 
-void CollectionLoop::checkCountedRows(const ServerIdentity& before, const ServerIdentity& now) {
-  const std::string change =
-      before.timeline != now.timeline
-          ? "the database is on timeline " + std::to_string(now.timeline) + " (was " +
-                std::to_string(before.timeline) + ")"
-          : "the database server restarted, or another one answers at this address";
+void CollectionLoop::checkCountedRows(bool standby) {
+  ServerChange& change = *serverChange_;
   std::size_t missing = 0;
   for (const auto& c : set_.collectors()) {
     for (IncrementalReader* r : c->readers()) missing += r->serverChanged(*connection_);
   }
   if (missing == 0) {
-    logInfo(change + "; every row counted last is on it: counting goes on");
+    logInfo(change.what + "; every row counted last is on it: counting goes on");
+    serverChange_.reset();
     return;
   }
-  logWarn(change + " and lacks " + std::to_string(missing) +
+  // A standby may only be behind the server read before (another replica behind a read-only
+  // address): it replays those rows soon. Counting waits for it, no longer than kStandbyCatchUp.
+  if (standby && std::chrono::steady_clock::now() - change.since < kStandbyCatchUp) {
+    if (!change.waitLogged) {
+      logInfo(change.what + " and lacks " + std::to_string(missing) +
+              " row(s) already counted: a standby behind the one read before; counting waits "
+              "up to " +
+              formatDuration(kStandbyCatchUp) + " for it to replay them");
+      change.waitLogged = true;
+    }
+    return;
+  }
+  logWarn(change.what + " and lacks " + std::to_string(missing) +
           " row(s) already counted: writes it acknowledged were lost (a failover to an "
           "asynchronous standby, or a crash with synchronous_commit off). The counts start "
           "afresh from this server (idempotency_exporter_count_restarts_total)");
   set_.restartCounts();
   std::fill(nextDue_.begin(), nextDue_.end(), std::chrono::steady_clock::time_point{});
   set_.health().recordCountRestart();
+  serverChange_.reset();
 }
 
 // A failed step: counted and logged under `stage`; when it ended the session, the connection is
@@ -202,8 +223,11 @@ void CollectionLoop::collectOnce(std::chrono::steady_clock::time_point started) 
     succeeded = false;
     reached = recordFailure("connect", std::current_exception());
   }
+  // Waiting for a standby to replay rows already counted: no collector reads it meanwhile (its
+  // figures stay those of the last collection), and the collection is not a success.
+  if (serverChange_ && connection_) succeeded = false;
   const auto& collectors = set_.collectors();
-  for (std::size_t i = 0; i < collectors.size() && connection_; ++i) {
+  for (std::size_t i = 0; i < collectors.size() && connection_ && !serverChange_; ++i) {
     if (started < nextDue_[i]) continue;
     Collector& c = *collectors[i];
     if (&c == &set_.health()) continue;  // it reads nothing; the loop feeds it

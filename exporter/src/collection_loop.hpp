@@ -54,8 +54,16 @@ class CollectionLoop {
   // self-health; logs a promotion, checks the counted rows on a server that changed. Throws on
   // database errors.
   bool readServerRole();
-  // The readers look up the rows they counted last; when any is missing, the counts start afresh.
-  void checkCountedRows(const ServerIdentity& before, const ServerIdentity& now);
+  // A change of server whose counted rows are still to be found on the new one.
+  struct ServerChange {
+    std::string what;  // for the log
+    std::chrono::steady_clock::time_point since;
+    bool waitLogged = false;
+  };
+  // The readers look up the rows they counted last. All there: counting goes on. Any missing: on
+  // a primary the counts start afresh; a standby is given kStandbyCatchUp to replay them first,
+  // while no collector runs. Throws on database errors (asked again at the next collection).
+  void checkCountedRows(bool standby);
   bool recordFailure(const std::string& stage, const std::exception_ptr& error);
   // One pass over the collectors that are due at `started`, the time this collection was
   // scheduled from: a collector whose interval equals the collection interval runs every time.
@@ -68,8 +76,9 @@ class CollectionLoop {
   std::unique_ptr<pqxx::connection> connection_;  // collection thread only
   std::vector<std::chrono::steady_clock::time_point> nextDue_;
   int connectFailures_ = 0;
-  bool standby_ = false;                  // the connected server was a standby at the last look
-  std::optional<ServerIdentity> server_;  // the last server seen, across reconnects
+  bool standby_ = false;                      // the connected server was a standby at the last look
+  std::optional<ServerIdentity> server_;      // the last server seen, across reconnects
+  std::optional<ServerChange> serverChange_;  // not yet checked, or a standby awaited
 
   std::mutex mutex_;
   std::condition_variable wake_;
