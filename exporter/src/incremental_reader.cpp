@@ -162,6 +162,7 @@ void IncrementalReader::startWithin(pqxx::transaction_base& tx, const RowSink& s
   std::vector<Gap> gaps;
   std::int64_t cursor = from - 1;
   std::uint64_t rows = 0;
+  double topCreatedAt = 0;
   while (cursor < top) {
     const pqxx::result batch = tx.exec_params(queries_.rowsAfter, cursor, limits_.batchSize);
     for (const pqxx::row& row : batch) {
@@ -169,6 +170,7 @@ void IncrementalReader::startWithin(pqxx::transaction_base& tx, const RowSink& s
       if (id > cursor + 1) gaps.push_back({cursor + 1, id - 1, 0});
       sink(row, RowOrigin::BeforeStart);
       cursor = id;
+      if (id == top) topCreatedAt = row[1].as<double>();
     }
     rows += batch.size();
     if (static_cast<std::int64_t>(batch.size()) < limits_.batchSize) break;
@@ -177,6 +179,7 @@ void IncrementalReader::startWithin(pqxx::transaction_base& tx, const RowSink& s
   // again from scratch (BeforeStart rows touch no counter, so re-reading them is harmless).
   snapshotTime_ = now;
   highWater_ = top;
+  highWaterCreatedAt_ = topCreatedAt;
   gaps_ = std::move(gaps);
   started_ = true;
   stats_.rowsRead += rows;
@@ -192,22 +195,27 @@ void IncrementalReader::reset() {
   gaps_.clear();
   horizons_.clear();
   recent_.clear();
+  highWaterCreatedAt_ = 0;
   publishStats();
 }
 
-void IncrementalReader::remember(std::int64_t id) {
+void IncrementalReader::remember(std::int64_t id, double createdAt) {
   if (limits_.recentIds == 0) return;
   if (recent_.size() == limits_.recentIds) recent_.pop_front();
-  recent_.push_back(id);
+  recent_.push_back({id, createdAt});
 }
 
 std::size_t IncrementalReader::serverChanged(pqxx::connection& connection) {
   if (!started_) return 0;
   restartHorizons(standby_);
-  std::vector<std::int64_t> ids(recent_.begin(), recent_.end());
+  const double since = snapshotTime_ - std::chrono::duration<double>(limits_.lossHorizon).count();
+  std::vector<std::int64_t> ids;
+  for (const Counted& c : recent_) {
+    if (c.createdAt >= since) ids.push_back(c.id);
+  }
   // The high-water row: counted, or the newest row when the reader started; either way a row
   // this server must have for new ids to come above it.
-  if (highWater_ > 0) ids.push_back(highWater_);
+  if (highWater_ > 0 && highWaterCreatedAt_ >= since) ids.push_back(highWater_);
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
   std::size_t found = 0;
@@ -314,7 +322,7 @@ void IncrementalReader::recheckGaps(pqxx::connection& connection, const RowSink&
       const std::int64_t id = row[0].as<std::int64_t>();
       if (!awaited(id)) continue;  // defensive: a row we did not ask for, or counted already
       sink(row, RowOrigin::Late);
-      remember(id);
+      remember(id, row[1].as<double>());
       now.push_back(id);
     }
     std::sort(now.begin(), now.end());
@@ -388,8 +396,9 @@ void IncrementalReader::readNewRows(pqxx::connection& connection, const RowSink&
       const std::int64_t id = row[0].as<std::int64_t>();
       addGaps(highWater_, id);
       sink(row, RowOrigin::New);
-      remember(id);
+      remember(id, row[1].as<double>());
       highWater_ = id;
+      highWaterCreatedAt_ = row[1].as<double>();
     }
     stats_.rowsRead += batch.size();
     rows += static_cast<std::int64_t>(batch.size());

@@ -60,9 +60,11 @@
 // from an asynchronous standby, or restarted after a crash with synchronous_commit off, it may
 // lack the last rows counted; its sequences then hand out their ids again, below the high-water
 // mark, where the reader would never look. So the reader keeps the ids it counted last
-// (ReaderLimits::recentIds, and the high-water row) and looks them up on the new server: one
-// missing says counts taken so far no longer describe this database, and the caller starts them
-// afresh (CollectorSet::restartCounts).
+// (ReaderLimits::recentIds, and the high-water row) and looks up on the new server those created
+// within ReaderLimits::lossHorizon before its last poll: one missing says counts taken so far no
+// longer describe this database, and the caller starts them afresh (CollectorSet::restartCounts).
+// Only recent rows, because only the last writes can be lost so, and older ones may have gone by
+// retention on a quiet database.
 #pragma once
 
 #include <chrono>
@@ -113,8 +115,10 @@ struct ReaderLimits {
   std::chrono::milliseconds window{0};  // rows created within it are read at start
   // On a standby: the longest an INSERT into these tables runs on the primary (G above).
   std::chrono::milliseconds standbyStatementBound{60'000};
-  // The ids counted last, looked up on a server that replaced the one they were read from.
+  // The ids counted last, looked up on a server that replaced the one they were read from, when
+  // created within lossHorizon before the last poll.
   std::size_t recentIds = 10'000;
+  std::chrono::milliseconds lossHorizon{15 * 60'000};
 };
 
 class IncrementalReader {
@@ -182,7 +186,7 @@ class IncrementalReader {
   bool awaited(std::int64_t id) const;
   void removeGap(std::int64_t id);
   void publishStats();
-  void remember(std::int64_t id);
+  void remember(std::int64_t id, double createdAt);
 
   TableQueries queries_;
   ReaderLimits limits_;
@@ -193,8 +197,13 @@ class IncrementalReader {
   std::vector<Gap> gaps_;  // ascending, disjoint
   std::map<std::uint32_t, Horizon> horizons_;
   std::uint32_t nextHorizon_ = 1;
-  bool standby_ = false;             // which proof horizons_ hold
-  std::deque<std::int64_t> recent_;  // ids counted last, oldest first, at most recentIds
+  bool standby_ = false;  // which proof horizons_ hold
+  struct Counted {
+    std::int64_t id;
+    double createdAt;  // seconds since the epoch, the database's clock
+  };
+  std::deque<Counted> recent_;  // counted last, oldest first, at most recentIds
+  double highWaterCreatedAt_ = 0;
 };
 
 // "{1,2,3}": a bigint[] parameter in text form.
