@@ -269,6 +269,21 @@ class HaCluster:
             subprocess.run(["bash", str(self.script), "down"], env=self.env, stdout=subprocess.DEVNULL)
             self.up = False
 
+    def keep_logs(self, dest: pathlib.Path, tail: int = 40) -> None:
+        """Copies etcd's, HAProxy's and each node's log (Patroni's and its PostgreSQL's) to DEST
+        before `down` deletes them, and prints each node log's last lines, so a failed run on a
+        machine that is gone (CI) still shows what the cluster did."""
+        if not self.up:
+            return
+        dest.mkdir(parents=True, exist_ok=True)
+        for log in sorted(self.dir.glob("*.log")):
+            shutil.copy(log, dest)
+            if log.stem in self.nodes():
+                say(f"last {tail} lines of {log.name}:")
+                for line in log.read_text(errors="replace").splitlines()[-tail:]:
+                    print("   ", line, flush=True)
+        say("cluster logs kept in", dest)
+
     def dsn(self, user: str = "postgres", port: int | None = None) -> str:
         if port is not None:
             return f"host=127.0.0.1 port={port} dbname=chaos user={user} connect_timeout=5"
@@ -418,6 +433,7 @@ class Run:
         self.rng = random.Random(args.seed)
         self.work = pathlib.Path(tempfile.mkdtemp(prefix="idemwatch-chaos-", dir="/tmp"))
         self.failures: list[str] = []
+        self.broken = False  # the run itself could not go on
         if args.ha:
             script = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "ha"
             self.cluster = HaCluster(script, self.work, args.ha == "sync")
@@ -770,6 +786,9 @@ class Run:
             p.kill()
         if hasattr(self, "proxy"):
             self.proxy.close()
+        unexpected = self.broken or (self.failures and not self.args.expect_to_fail)
+        if unexpected and isinstance(self.cluster, HaCluster):
+            self.cluster.keep_logs(self.work / "cluster-logs")
         self.cluster.stop()
         if not self.failures and not self.args.keep:
             shutil.rmtree(self.work, ignore_errors=True)
@@ -807,6 +826,8 @@ def main() -> int:
         run.verify()
     except (OSError, subprocess.SubprocessError, psycopg.Error) as e:
         say("could not run:", e)
+        run.failures.append(f"could not run: {e}")
+        run.broken = True
         run.close()
         return 2
     run.close()
