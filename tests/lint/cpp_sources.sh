@@ -5,7 +5,7 @@ cpp_sources() {
   local root=$1
   shift
   local dirs=("$@")
-  [ ${#dirs[@]} -gt 0 ] || dirs=(shared exporter gui tools dashboards tests bench)
+  [ ${#dirs[@]} -gt 0 ] || dirs=(shared exporter gui proxy tools dashboards tests bench)
   if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     git -C "$root" ls-files -- "${dirs[@]/%//*.cpp}" "${dirs[@]/%//*.hpp}" "${dirs[@]/%//*.h}" |
       sed "s|^|$root/|"

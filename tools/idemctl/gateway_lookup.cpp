@@ -36,6 +36,7 @@
 #include "idem/currencies.hpp"
 #include "idem/database_error.hpp"
 #include "idem/duration.hpp"
+#include "idem/hex.hpp"
 
 namespace idem::ctl {
 namespace {
@@ -917,12 +918,7 @@ std::string answerId(const std::string& key) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int length = 0;
   EVP_Digest(key.data(), key.size(), digest.data(), &length, EVP_sha256(), nullptr);
-  std::string hex;
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (unsigned i = 0; i < length; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 0x0f];
-  }
+  const std::string hex = hexEncode(digest.data(), length);
   return "lookup:sha256:" + hex + ":" + std::to_string(ms);
 }
 

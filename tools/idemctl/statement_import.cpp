@@ -14,6 +14,7 @@
 
 #include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
+#include "idem/hex.hpp"
 
 namespace idem::ctl {
 namespace {
@@ -200,13 +201,7 @@ std::string fileSha256(const std::string& path) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
   unsigned int size = 0;
   EVP_DigestFinal_ex(ctx.get(), digest.data(), &size);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < size; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 15];
-  }
-  return out;
+  return hexEncode(digest.data(), size);
 }
 
 namespace {

@@ -1,0 +1,226 @@
+#include "proxy_config.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "idem/duration.hpp"
+
+namespace idem::proxy {
+namespace {
+
+[[noreturn]] void refuse(const std::string& where, const std::string& what) {
+  throw std::runtime_error(where + ": " + what);
+}
+
+std::vector<std::string_view> segments(std::string_view path) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < path.size()) {
+    if (path[i] == '/') {
+      ++i;
+      continue;
+    }
+    const std::size_t end = std::min(path.find('/', i), path.size());
+    out.push_back(path.substr(i, end - i));
+    i = end;
+  }
+  return out;
+}
+
+bool isParameter(std::string_view segment) {
+  return segment.size() > 2 && segment.front() == '{' && segment.back() == '}';
+}
+
+std::chrono::milliseconds duration(const YAML::Node& node, const std::string& where,
+                                   std::chrono::milliseconds fallback) {
+  if (!node) return fallback;
+  const auto text = node.as<std::string>();
+  const auto d = parseDuration(text);
+  if (!d || d->count() <= 0)
+    refuse(where, "'" + text + "' is not a positive duration (30s, 500ms, 2m)");
+  return *d;
+}
+
+Upstream parseUpstream(const std::string& url, const std::string& where) {
+  constexpr std::string_view kScheme = "http://";
+  if (url.rfind("https://", 0) == 0) {
+    refuse(where, "HTTPS upstreams are not supported yet; use http:// on a trusted network");
+  }
+  if (url.rfind(kScheme, 0) != 0) refuse(where, "'" + url + "' is not an http:// URL");
+  const std::string rest = url.substr(kScheme.size());
+  const std::size_t slash = rest.find('/');
+  const std::string authority = rest.substr(0, slash);
+  Upstream u;
+  u.basePath = slash == std::string::npos ? "" : rest.substr(slash);
+  while (!u.basePath.empty() && u.basePath.back() == '/') u.basePath.pop_back();
+  const std::size_t colon = authority.rfind(':');
+  if (authority.empty()) refuse(where, "'" + url + "' names no host");
+  if (colon == std::string::npos) {
+    u.host = authority;
+    u.port = "80";
+  } else {
+    u.host = authority.substr(0, colon);
+    u.port = authority.substr(colon + 1);
+    if (u.host.empty() || u.port.empty() ||
+        !std::all_of(u.port.begin(), u.port.end(),
+                     [](unsigned char c) { return std::isdigit(c); })) {
+      refuse(where, "'" + url + "' has no valid host:port");
+    }
+  }
+  return u;
+}
+
+Route parseRoute(const YAML::Node& node, std::size_t index) {
+  const std::string at = "routes[" + std::to_string(index) + "]";
+  if (!node.IsMap()) refuse(at, "a route is a mapping");
+  Route r;
+  auto required = [&](const char* field) {
+    if (!node[field] || node[field].as<std::string>().empty())
+      refuse(at, std::string("'") + field + "' is required");
+    return node[field].as<std::string>();
+  };
+  r.path = required("path");
+  r.name = node["name"] ? node["name"].as<std::string>() : r.path;
+  const std::string where = "route '" + r.name + "'";
+  if (r.path.front() != '/') refuse(where, "path must start with '/'");
+  if (node["methods"]) {
+    for (const auto& m : node["methods"]) {
+      std::string method = m.as<std::string>();
+      std::transform(method.begin(), method.end(), method.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+      r.methods.insert(method);
+    }
+  } else {
+    r.methods = {"POST"};
+  }
+  r.upstream = parseUpstream(required("upstream"), where + ": upstream");
+  if (node["key_required"]) r.keyRequired = node["key_required"].as<bool>();
+  r.bizType = required("biz_type");
+  const std::string bizId = required("biz_id");
+  if (bizId.rfind("path:", 0) == 0) {
+    r.bizIdParameter = bizId.substr(5);
+    const auto segs = segments(r.path);
+    const bool named = std::any_of(segs.begin(), segs.end(), [&](std::string_view s) {
+      return isParameter(s) && s.substr(1, s.size() - 2) == *r.bizIdParameter;
+    });
+    if (!named)
+      refuse(where,
+             "biz_id names path parameter '" + *r.bizIdParameter + "', which the path lacks");
+  } else if (bizId.rfind("body:", 0) == 0) {
+    r.bizIdPointer = bizId.substr(5);
+    if (r.bizIdPointer->empty() || r.bizIdPointer->front() != '/') {
+      refuse(where, "biz_id 'body:' takes a JSON pointer such as body:/order_id");
+    }
+  } else {
+    refuse(where, "biz_id is 'path:NAME' or 'body:/json/pointer', not '" + bizId + "'");
+  }
+  r.tool = node["tool"] ? node["tool"].as<std::string>() : r.name;
+  r.lease = duration(node["lease"], where + ": lease", r.lease);
+  r.upstreamTimeout =
+      duration(node["upstream_timeout"], where + ": upstream_timeout", r.upstreamTimeout);
+  if (node["max_body"]) {
+    const auto n = node["max_body"].as<long long>();
+    if (n <= 0) refuse(where, "max_body must be a positive number of bytes");
+    r.maxBody = static_cast<std::size_t>(n);
+  }
+  if (node["not_executed_statuses"]) {
+    for (const auto& s : node["not_executed_statuses"]) {
+      const int status = s.as<int>();
+      if (status < 500 || status > 599) {
+        refuse(where,
+               "not_executed_statuses lists 5xx statuses only, not " + std::to_string(status));
+      }
+      r.notExecutedStatuses.insert(status);
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+std::optional<std::map<std::string, std::string>> Route::match(std::string_view target) const {
+  const auto want = segments(path);
+  const auto got = segments(target);
+  if (want.size() != got.size()) return std::nullopt;
+  std::map<std::string, std::string> parameters;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (isParameter(want[i])) {
+      parameters.emplace(std::string(want[i].substr(1, want[i].size() - 2)), std::string(got[i]));
+    } else if (want[i] != got[i]) {
+      return std::nullopt;
+    }
+  }
+  return parameters;
+}
+
+const Route* ProxyConfig::find(std::string_view method, std::string_view target,
+                               std::map<std::string, std::string>& parameters) const {
+  for (const auto& r : routes) {
+    if (!r.methods.contains(std::string(method))) continue;
+    if (auto p = r.match(target)) {
+      parameters = std::move(*p);
+      return &r;
+    }
+  }
+  return nullptr;
+}
+
+ProxyConfig parseProxyConfig(const std::string& yamlText) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yamlText);
+  } catch (const YAML::Exception& e) {
+    refuse("configuration", std::string("not YAML: ") + e.what());
+  }
+  if (!root.IsMap()) refuse("configuration", "the top level is a mapping");
+  ProxyConfig c;
+  try {
+    if (root["listen"]) {
+      const auto listen = root["listen"].as<std::string>();
+      const std::size_t colon = listen.rfind(':');
+      if (colon == std::string::npos) refuse("listen", "'" + listen + "' is not host:port");
+      c.listenAddress = listen.substr(0, colon);
+      c.listenPort = listen.substr(colon + 1);
+    }
+    if (const auto db = root["database"]) {
+      if (db["dsn"]) c.dsn = db["dsn"].as<std::string>();
+      if (db["workers"]) c.databaseWorkers = db["workers"].as<int>();
+      if (db["queue"]) c.databaseQueue = db["queue"].as<int>();
+      if (c.databaseWorkers < 1 || c.databaseWorkers > 256)
+        refuse("database.workers", "between 1 and 256");
+      if (c.databaseQueue < 1) refuse("database.queue", "at least 1");
+    }
+    c.idleTimeout = duration(root["idle_timeout"], "idle_timeout", c.idleTimeout);
+    if (!root["routes"] || !root["routes"].IsSequence() || root["routes"].size() == 0) {
+      refuse("routes", "at least one route is required");
+    }
+    std::set<std::string> names;
+    for (std::size_t i = 0; i < root["routes"].size(); ++i) {
+      Route r = parseRoute(root["routes"][i], i);
+      if (!names.insert(r.name).second)
+        refuse("route '" + r.name + "'", "a second route has this name");
+      c.routes.push_back(std::move(r));
+    }
+  } catch (const YAML::Exception& e) {
+    refuse("configuration", std::string("a field has the wrong type: ") + e.what());
+  }
+  return c;
+}
+
+ProxyConfig loadProxyConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read the configuration file " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return parseProxyConfig(text.str());
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(path + ": " + e.what());
+  }
+}
+
+}  // namespace idem::proxy

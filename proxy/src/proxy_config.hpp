@@ -1,0 +1,63 @@
+// idemwatch-proxy's routes: which requests it claims before sending them upstream, read from a YAML
+// file (see proxy/README.md for every field). A route names its upstream, the business type and
+// object its requests act on, and the limits of one request.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace idem::proxy {
+
+struct Upstream {
+  std::string host;
+  std::string port;
+  std::string basePath;  // prefixed to the request's target; no trailing '/'
+};
+
+struct Route {
+  std::string name;
+  std::string path;  // a pattern: literal segments and {parameter} segments
+  std::set<std::string> methods;
+  Upstream upstream;
+  bool keyRequired = true;
+  std::string bizType;
+  // Where the business object's id is: a path parameter, or a JSON pointer into the body.
+  std::optional<std::string> bizIdParameter;
+  std::optional<std::string> bizIdPointer;
+  std::string tool;
+  std::chrono::milliseconds lease{30'000};
+  std::chrono::milliseconds upstreamTimeout{10'000};
+  std::size_t maxBody = 1 << 20;
+  // Upstream statuses that the upstream documents as "not executed" (a 503 refusal): the record
+  // fails with a retry allowed. Every other 5xx is an unknown outcome.
+  std::set<int> notExecutedStatuses;
+
+  // The path parameters when `target` (path, no query) matches the pattern.
+  std::optional<std::map<std::string, std::string>> match(std::string_view target) const;
+};
+
+struct ProxyConfig {
+  std::string listenAddress = "127.0.0.1";
+  std::string listenPort = "8480";
+  std::string dsn;
+  int databaseWorkers = 4;
+  int databaseQueue = 256;  // protocol calls waiting for a worker before 503
+  std::chrono::milliseconds idleTimeout{60'000};
+  std::vector<Route> routes;
+
+  // The route whose pattern matches `target` and that accepts `method`; with its parameters.
+  const Route* find(std::string_view method, std::string_view target,
+                    std::map<std::string, std::string>& parameters) const;
+};
+
+// Reads and checks the YAML file; throws std::runtime_error naming the field at fault.
+ProxyConfig loadProxyConfig(const std::string& path);
+ProxyConfig parseProxyConfig(const std::string& yamlText);
+
+}  // namespace idem::proxy

@@ -1,0 +1,623 @@
+#include "proxy_server.hpp"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <exception>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <pqxx/pqxx>
+
+#include "idem/database_error.hpp"
+#include "idem/hex.hpp"
+#include "idem/protocol_client.hpp"
+#include "idem/vocabulary.hpp"
+#include "idempotency_key.hpp"
+#include "stored_response.hpp"
+
+namespace idem::proxy {
+namespace {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+using net::awaitable;
+using net::use_awaitable;
+
+constexpr std::size_t kHeaderLimit = std::size_t{16} * 1024;
+constexpr std::size_t kUpstreamBodyLimit = std::size_t{8} * 1024 * 1024;
+constexpr auto kStopGrace = std::chrono::seconds(10);
+
+void log(const std::string& line) {
+  std::cerr << "idemwatch-proxy: " << line << '\n';
+}
+
+// The database is out of reach (down, refused, a broken session): nothing was claimed.
+struct DatabaseUnavailable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Each pool thread keeps one session of its own, opened on first use and again after it broke.
+thread_local std::unique_ptr<pqxx::connection> tConnection;
+
+pqxx::connection& threadConnection(const std::string& dsn) {
+  if (!tConnection || !tConnection->is_open()) {
+    tConnection.reset();
+    tConnection = std::make_unique<pqxx::connection>(dsn);
+  }
+  return *tConnection;
+}
+
+std::string sha256Hex(std::string_view text) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+  unsigned int length = 0;
+  EVP_Digest(text.data(), text.size(), digest.data(), &length, EVP_sha256(), nullptr);
+  return hexEncode(digest.data(), length);
+}
+
+bool hopByHop(std::string_view name) {
+  static constexpr std::array<std::string_view, 9> kNames{
+      "connection",          "keep-alive", "proxy-authenticate",
+      "proxy-authorization", "te",         "trailer",
+      "transfer-encoding",   "upgrade",    "content-length"};
+  for (auto n : kNames) {
+    if (beast::iequals(n, name)) return true;
+  }
+  return false;
+}
+
+Response problem(http::status status, std::string_view slug, std::string_view title,
+                 const std::string& detail, unsigned version, bool keepAlive) {
+  Response res{status, version};
+  res.set(http::field::content_type, "application/problem+json");
+  res.set(http::field::server, "idemwatch-proxy");
+  nlohmann::json body{{"type", "urn:idemwatch:problem:" + std::string(slug)},
+                      {"title", title},
+                      {"status", static_cast<int>(status)},
+                      {"detail", detail}};
+  res.body() = body.dump();
+  res.keep_alive(keepAlive);
+  res.prepare_payload();
+  return res;
+}
+
+struct UpstreamResult {
+  enum class Kind { Answered, NotSent, Ambiguous } kind = Kind::NotSent;
+  Response response;
+  std::string reason;
+};
+
+}  // namespace
+
+struct ProxyServer::State {
+  explicit State(ProxyConfig c)
+      : config(std::move(c)), pool(static_cast<std::size_t>(config.databaseWorkers)) {
+    for (const auto& r : config.routes) maxBody = std::max(maxBody, r.maxBody);
+  }
+
+  ProxyConfig config;
+  net::io_context ioc{1};
+  net::thread_pool pool;
+  std::atomic<int> pending{0};
+  std::size_t maxBody = 0;
+  std::atomic<bool> stopping{false};
+  int sessions = 0;
+
+  // Runs `fn(ProtocolClient&)` on a database worker and resumes the caller with its result. More
+  // than `databaseQueue` calls waiting: DatabaseUnavailable at once, so a slow database turns into
+  // 503s rather than a queue without end. `fn` is taken by reference, never copied: GCC 12
+  // destroys some temporaries of a co_await expression twice, so callers pass a named function
+  // object, which outlives the call.
+  template <typename T, typename F>
+  awaitable<T> onDatabase(const F& fn) {
+    if (pending.fetch_add(1) >= config.databaseQueue) {
+      pending.fetch_sub(1);
+      throw DatabaseUnavailable("too many protocol calls waiting for a database worker");
+    }
+    struct Done {
+      State* self;
+      ~Done() { self->pending.fetch_sub(1); }
+    } done{this};
+    // Only pointers are captured: the initiation is a temporary of the co_await expression.
+    const F* call = &fn;
+    co_return co_await net::async_initiate<decltype(use_awaitable), void(std::exception_ptr, T)>(
+        [this, call](auto handler) {
+          net::post(pool, [this, call, handler = std::move(handler)]() mutable {
+            std::exception_ptr error;
+            T value{};
+            try {
+              auto& connection = threadConnection(config.dsn);
+              ProtocolClient client(connection);
+              value = (*call)(client);
+            } catch (const pqxx::broken_connection& e) {
+              tConnection.reset();
+              error = std::make_exception_ptr(DatabaseUnavailable(e.what()));
+            } catch (const DatabaseError& e) {
+              if (e.kind() == DatabaseErrorKind::ConnectionLost) {
+                tConnection.reset();
+                error = std::make_exception_ptr(DatabaseUnavailable(e.what()));
+              } else {
+                error = std::current_exception();
+              }
+            } catch (...) {
+              error = std::current_exception();
+            }
+            auto executor = net::get_associated_executor(handler);
+            net::dispatch(executor, [handler = std::move(handler), error,
+                                     value = std::move(value)]() mutable {
+              handler(error, std::move(value));
+            });
+          });
+        },
+        use_awaitable);
+  }
+
+  awaitable<UpstreamResult> callUpstream(const Route& route, const Request& req) {
+    UpstreamResult out;
+    beast::error_code ec;
+    tcp::resolver resolver(co_await net::this_coro::executor);
+    const auto endpoints = co_await resolver.async_resolve(route.upstream.host, route.upstream.port,
+                                                           net::redirect_error(use_awaitable, ec));
+    if (ec) {
+      out.reason = "cannot resolve " + route.upstream.host + ": " + ec.message();
+      co_return out;
+    }
+    beast::tcp_stream stream(co_await net::this_coro::executor);
+    stream.expires_after(route.upstreamTimeout);
+    co_await stream.async_connect(endpoints, net::redirect_error(use_awaitable, ec));
+    if (ec) {
+      out.reason = "cannot connect to " + route.upstream.host + ":" + route.upstream.port + ": " +
+                   ec.message();
+      co_return out;
+    }
+    Request up{req.method(), route.upstream.basePath + std::string(req.target()), 11};
+    for (const auto& field : req) {
+      if (!hopByHop(field.name_string()) && !beast::iequals(field.name_string(), "host")) {
+        up.insert(field.name_string(), field.value());
+      }
+    }
+    up.set(http::field::host, route.upstream.host + ":" + route.upstream.port);
+    up.keep_alive(false);
+    up.body() = req.body();
+    up.prepare_payload();
+    const std::size_t written =
+        co_await http::async_write(stream, up, net::redirect_error(use_awaitable, ec));
+    if (ec) {
+      out.kind = written == 0 ? UpstreamResult::Kind::NotSent : UpstreamResult::Kind::Ambiguous;
+      out.reason = "sending to the upstream failed after " + std::to_string(written) +
+                   " bytes: " + ec.message();
+      co_return out;
+    }
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(kUpstreamBodyLimit);
+    co_await http::async_read(stream, buffer, parser, net::redirect_error(use_awaitable, ec));
+    if (ec) {
+      out.kind = UpstreamResult::Kind::Ambiguous;
+      out.reason = ec == beast::error::timeout
+                       ? "the upstream sent no complete answer within " +
+                             std::to_string(route.upstreamTimeout.count()) + " ms"
+                       : "the upstream's answer was cut off: " + ec.message();
+      co_return out;
+    }
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    out.kind = UpstreamResult::Kind::Answered;
+    out.response = parser.release();
+    co_return out;
+  }
+
+  // The upstream's answer as the client gets it: hop-by-hop fields dropped, our length.
+  static Response relay(const Response& upstream, unsigned version, bool keepAlive) {
+    Response res{upstream.result(), version};
+    for (const auto& field : upstream) {
+      if (!hopByHop(field.name_string())) res.insert(field.name_string(), field.value());
+    }
+    res.body() = upstream.body();
+    res.keep_alive(keepAlive);
+    res.prepare_payload();
+    return res;
+  }
+
+  awaitable<Response> passThrough(const Route& route, const Request& req) {
+    const auto result = co_await callUpstream(route, req);
+    if (result.kind == UpstreamResult::Kind::Answered) {
+      co_return relay(result.response, req.version(), req.keep_alive());
+    }
+    co_return problem(http::status::bad_gateway, "upstream-failed", "The upstream did not answer",
+                      result.reason, req.version(), req.keep_alive());
+  }
+
+  awaitable<Response> replay(const BeginResult& begun, const Request& req) {
+    const bool keepAlive = req.keep_alive();
+    const std::string& payload = begun.responsePayload.value_or("{}");
+    std::optional<Response> stored;
+    if (begun.status == RecordStatus::Success) {
+      stored = decodeStoredResponse(payload, req.version());
+    } else {
+      // A final failure replays {"error": <what fail() recorded>}: the upstream's answer when
+      // this proxy recorded it, else a person's or the evidence's reason.
+      const auto doc = nlohmann::json::parse(payload, nullptr, false);
+      if (doc.is_object() && doc.contains("error") && doc["error"].is_string()) {
+        stored = decodeStoredResponse(doc["error"].get<std::string>(), req.version());
+        if (!stored) {
+          co_return problem(
+              http::status::conflict, "failed", "The request failed finally",
+              "this key's request failed and may not run again: " + doc["error"].get<std::string>(),
+              req.version(), keepAlive);
+        }
+      }
+    }
+    if (!stored) {
+      co_return problem(http::status::conflict, "completed-without-response",
+                        "The request completed; its answer was not recorded",
+                        "this key's request is settled as " +
+                            std::string(format(begun.status.value_or(RecordStatus::Success))) +
+                            " by evidence or a person, without the upstream's answer",
+                        req.version(), keepAlive);
+    }
+    stored->set("Idempotent-Replayed", "true");
+    stored->keep_alive(keepAlive);
+    stored->prepare_payload();
+    co_return std::move(*stored);
+  }
+
+  // What the claimant reports; a report that cannot be written leaves the record PROCESSING,
+  // which its lease turns UNKNOWN: never a second call upstream.
+  using Report = std::function<ChangeResult(ProtocolClient&)>;
+  awaitable<void> report(const char* what, const Report& fn, const std::string& key) {
+    try {
+      const auto result = co_await onDatabase<ChangeResult>(fn);
+      if (!result.ok()) {
+        log(std::string(what) + " of key '" + key +
+            "' refused: " + std::string(format(result.result)));
+      }
+    } catch (const std::exception& e) {
+      log(std::string(what) + " of key '" + key +
+          "' not written (its lease will turn it UNKNOWN): " + e.what());
+    }
+  }
+
+  awaitable<Response> claimed(const Route& route, const Request& req, const std::string& key,
+                              const BeginResult& begun) {
+    const Claim claim{key, begun.version.value_or(0), begun.claimToken.value_or("")};
+    const bool keepAlive = req.keep_alive();
+    const auto result = co_await callUpstream(route, req);
+    using Kind = UpstreamResult::Kind;
+    if (result.kind == Kind::NotSent) {
+      const Report call = [&claim, &result](ProtocolClient& c) {
+        return c.fail(claim.key, claim.version, "not sent upstream: " + result.reason, claim.token,
+                      true);
+      };
+      co_await report("fail", call, key);
+      co_return problem(http::status::bad_gateway, "upstream-unreachable",
+                        "The upstream could not be reached",
+                        result.reason + "; nothing was sent, so the same key may be retried",
+                        req.version(), keepAlive);
+    }
+    if (result.kind == Kind::Ambiguous) {
+      const Report call = [&claim, &result](ProtocolClient& c) {
+        return c.markUnknown(claim.key, claim.version, result.reason, claim.token);
+      };
+      co_await report("mark_unknown", call, key);
+      co_return problem(http::status::gateway_timeout, "outcome-unknown", "The outcome is unknown",
+                        result.reason +
+                            "; the request may have been carried out. It will not be sent again: "
+                            "evidence or a person decides, and a retry of this key gets 409",
+                        req.version(), keepAlive);
+    }
+    const int status = static_cast<int>(result.response.result_int());
+    const std::string stored = encodeStoredResponse(result.response);
+    if (status >= 500 && !route.notExecutedStatuses.contains(status)) {
+      const Report call = [&claim, status](ProtocolClient& c) {
+        return c.markUnknown(claim.key, claim.version,
+                             "the upstream answered " + std::to_string(status), claim.token);
+      };
+      co_await report("mark_unknown", call, key);
+      co_return problem(http::status::bad_gateway, "outcome-unknown", "The outcome is unknown",
+                        "the upstream answered " + std::to_string(status) +
+                            ", which does not say whether it acted. It will not be sent again: "
+                            "evidence or a person decides, and a retry of this key gets 409",
+                        req.version(), keepAlive);
+    }
+    if (status >= 400) {
+      const bool retry = status >= 500;  // a status the route says means "not executed"
+      const Report call = [&claim, &stored, retry](ProtocolClient& c) {
+        return c.fail(claim.key, claim.version, stored, claim.token, retry);
+      };
+      co_await report("fail", call, key);
+    } else {
+      const Report call = [&claim, &stored](ProtocolClient& c) {
+        return c.complete(claim.key, claim.version, stored, claim.token);
+      };
+      co_await report("complete", call, key);
+    }
+    co_return relay(result.response, req.version(), keepAlive);
+  }
+
+  awaitable<Response> handle(const Route& route, const std::map<std::string, std::string>& params,
+                             const Request& req) {
+    const bool keepAlive = req.keep_alive();
+    std::vector<std::string_view> keyFields;
+    for (auto [it, end] = req.equal_range("Idempotency-Key"); it != end; ++it) {
+      keyFields.push_back(it->value());
+    }
+    const auto parsed = parseIdempotencyKey(keyFields);
+    if (const auto* error = std::get_if<KeyError>(&parsed)) {
+      co_return problem(http::status::bad_request, "invalid-idempotency-key",
+                        "Invalid Idempotency-Key", error->reason, req.version(), keepAlive);
+    }
+    if (std::holds_alternative<std::monostate>(parsed)) {
+      if (route.keyRequired) {
+        co_return problem(http::status::bad_request, "idempotency-key-missing",
+                          "Idempotency-Key is required",
+                          "route '" + route.name +
+                              "' changes state: send an Idempotency-Key "
+                              "header, the same on every retry of this request",
+                          req.version(), keepAlive);
+      }
+      co_return co_await passThrough(route, req);
+    }
+    const std::string& clientKey = std::get<std::string>(parsed);
+
+    const auto body = nlohmann::json::parse(req.body(), nullptr, false);
+    std::string bizId;
+    if (route.bizIdParameter) {
+      bizId = params.at(*route.bizIdParameter);
+    } else {
+      const nlohmann::json::json_pointer pointer(*route.bizIdPointer);
+      if (body.is_discarded() || !body.contains(pointer) ||
+          !(body.at(pointer).is_string() || body.at(pointer).is_number_integer())) {
+        co_return problem(http::status::bad_request, "business-object-missing",
+                          "The business object is missing",
+                          "route '" + route.name + "' reads the business object's id at " +
+                              *route.bizIdPointer + " in a JSON body; this request has none there",
+                          req.version(), keepAlive);
+      }
+      const auto& id = body.at(pointer);
+      bizId = id.is_string() ? id.get<std::string>() : id.dump();
+    }
+
+    TriggerSource source = TriggerSource::Initial;
+    if (auto trigger = req.find("Idempotency-Trigger"); trigger != req.end()) {
+      const auto named = tryParse<TriggerSource>(trigger->value());
+      if (!named) {
+        co_return problem(http::status::bad_request, "invalid-trigger",
+                          "Invalid Idempotency-Trigger",
+                          "Idempotency-Trigger is one of " + spellings<TriggerSource>() +
+                              ", not '" + std::string(trigger->value()) + "'",
+                          req.version(), keepAlive);
+      }
+      source = *named;
+    }
+
+    // A key is the client's within its method and route: the same key on two routes is two keys.
+    BeginRequest begin;
+    begin.key = std::string(req.method_string()) + " " + route.name + " " + clientKey;
+    begin.bizType = route.bizType;
+    begin.bizId = bizId;
+    begin.tool = route.tool;
+    const std::string canonicalBody = body.is_discarded() ? req.body() : body.dump();
+    begin.requestHash = sha256Hex(std::string(req.method_string()) + "\n" + route.name + "\n" +
+                                  std::string(req.target()) + "\n" + canonicalBody);
+    begin.source = source;
+    begin.requestPayload =
+        body.is_object() ? canonicalBody : nlohmann::json{{"body", canonicalBody}}.dump();
+    begin.lease = route.lease;
+    if (auto trace = req.find("traceparent"); trace != req.end()) {
+      // version-traceid-parentid-flags: the trace id is what the console searches by.
+      const std::string_view value = trace->value();
+      const auto first = value.find('-');
+      if (first != std::string_view::npos && value.size() >= first + 33) {
+        begin.traceId = std::string(value.substr(first + 1, 32));
+      }
+    }
+
+    BeginResult begun;
+    try {
+      const auto call = [&begin](ProtocolClient& c) { return c.begin(begin); };
+      begun = co_await onDatabase<BeginResult>(call);
+    } catch (const DatabaseUnavailable& e) {
+      co_return problem(
+          http::status::service_unavailable, "database-unavailable",
+          "The idempotency store is unavailable",
+          std::string(e.what()) + "; nothing was claimed or sent upstream, retry later",
+          req.version(), keepAlive);
+    } catch (const DatabaseError& e) {
+      co_return problem(http::status::bad_request, "refused-by-store", "The request was refused",
+                        e.what(), req.version(), keepAlive);
+    }
+    switch (begun.outcome) {
+      case Outcome::Executed:
+        co_return co_await claimed(route, req, begin.key, begun);
+      case Outcome::Replayed:
+        co_return co_await replay(begun, req);
+      case Outcome::InProgress:
+        if (begun.status == RecordStatus::Unknown) {
+          co_return problem(http::status::conflict, "outcome-unknown", "The outcome is unknown",
+                            "this key's request may have been carried out; it will not be sent "
+                            "again until evidence or a person decides",
+                            req.version(), keepAlive);
+        } else {
+          auto res = problem(http::status::conflict, "request-in-progress",
+                             "A request with this key is in progress",
+                             "wait for it to finish, then retry with the same key", req.version(),
+                             keepAlive);
+          res.set(http::field::retry_after,
+                  std::to_string(std::max<long long>(
+                      1, std::chrono::duration_cast<std::chrono::seconds>(route.lease).count())));
+          co_return res;
+        }
+      case Outcome::PayloadMismatch:
+        co_return problem(http::status::unprocessable_entity, "payload_mismatch",
+                          "The key was used for another request",
+                          "this Idempotency-Key was first sent with a different request; use a new "
+                          "key for a new request",
+                          req.version(), keepAlive);
+      case Outcome::Rejected:
+        co_return problem(http::status::conflict, "business-object-taken",
+                          "The business object is taken",
+                          "business object '" + bizId +
+                              "' succeeded, is in flight, or its side "
+                              "effect is recorded under another key",
+                          req.version(), keepAlive);
+      case Outcome::Retired:
+        co_return problem(http::status::conflict, "key-retired", "The key was used",
+                          "this key was used and its record removed by retention; it does not run "
+                          "again",
+                          req.version(), keepAlive);
+    }
+    co_return problem(http::status::internal_server_error, "internal", "Unexpected outcome",
+                      "the store answered an outcome this proxy does not know", req.version(),
+                      keepAlive);
+  }
+
+  awaitable<void> session(tcp::socket socket) {
+    ++sessions;
+    struct Leave {
+      State* self;
+      ~Leave() { --self->sessions; }
+    } leave{this};
+    beast::tcp_stream stream(std::move(socket));
+    beast::flat_buffer buffer;
+    beast::error_code ec;
+    while (!stopping) {
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(kHeaderLimit);
+      parser.body_limit(maxBody);
+      stream.expires_after(config.idleTimeout);
+      co_await http::async_read_header(stream, buffer, parser,
+                                       net::redirect_error(use_awaitable, ec));
+      if (ec) break;
+      const auto& header = parser.get();
+      const std::string_view target = header.target();
+      const std::string_view path = target.substr(0, target.find('?'));
+      std::map<std::string, std::string> params;
+      const Route* route = config.find(header.method_string(), path, params);
+      // The header was read under the largest route's limit: a declared length is checked
+      // against this route's now, a chunked body as it arrives.
+      if (route != nullptr) {
+        parser.body_limit(route->maxBody);
+        if (parser.content_length() && *parser.content_length() > route->maxBody) {
+          ec = http::error::body_limit;
+        }
+      }
+      if (!ec) {
+        co_await http::async_read(stream, buffer, parser, net::redirect_error(use_awaitable, ec));
+      }
+      Response res;
+      bool close = false;
+      if (ec == http::error::body_limit) {
+        res = problem(http::status::payload_too_large, "body-too-large", "The body is too large",
+                      "route '" + (route ? route->name : std::string("?")) + "' takes at most " +
+                          std::to_string(route ? route->maxBody : maxBody) + " bytes",
+                      header.version(), false);
+        close = true;
+      } else if (ec) {
+        break;
+      } else if (route == nullptr) {
+        res = problem(http::status::not_found, "no-route", "No route",
+                      "no route of this proxy takes " + std::string(header.method_string()) + " " +
+                          std::string(path),
+                      header.version(), header.keep_alive());
+      } else {
+        stream.expires_never();
+        try {
+          res = co_await handle(*route, params, parser.get());
+        } catch (const std::exception& e) {
+          log(std::string("request failed: ") + e.what());
+          res = problem(http::status::internal_server_error, "internal", "Internal error", e.what(),
+                        header.version(), false);
+        }
+      }
+      close = close || !res.keep_alive() || stopping;
+      res.keep_alive(!close);
+      stream.expires_after(config.idleTimeout);
+      co_await http::async_write(stream, res, net::redirect_error(use_awaitable, ec));
+      if (ec || close) break;
+    }
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+  awaitable<void> accept(tcp::acceptor& acceptor) {
+    for (;;) {
+      beast::error_code ec;
+      tcp::socket socket = co_await acceptor.async_accept(net::redirect_error(use_awaitable, ec));
+      if (ec) {
+        if (!acceptor.is_open()) co_return;
+        continue;
+      }
+      net::co_spawn(ioc, session(std::move(socket)), net::detached);
+    }
+  }
+};
+
+ProxyServer::ProxyServer(ProxyConfig config) : state_(std::make_unique<State>(std::move(config))) {}
+
+ProxyServer::~ProxyServer() {
+  state_->pool.join();
+}
+
+int ProxyServer::run() {
+  State& s = *state_;
+  tcp::acceptor acceptor(s.ioc);
+  try {
+    tcp::resolver resolver(s.ioc);
+    const auto endpoint = *resolver.resolve(s.config.listenAddress, s.config.listenPort).begin();
+    acceptor.open(endpoint.endpoint().protocol());
+    acceptor.set_option(net::socket_base::reuse_address(true));
+    acceptor.bind(endpoint);
+    acceptor.listen();
+  } catch (const std::exception& e) {
+    log("cannot listen on " + s.config.listenAddress + ":" + s.config.listenPort + ": " + e.what());
+    return 1;
+  }
+  log("listening on " + s.config.listenAddress + ":" +
+      std::to_string(acceptor.local_endpoint().port()) + ", " +
+      std::to_string(s.config.routes.size()) + " route(s)");
+  net::co_spawn(s.ioc, s.accept(acceptor), net::detached);
+  net::signal_set signals(s.ioc, SIGINT, SIGTERM);
+  signals.async_wait([&](const beast::error_code& ec, int) {
+    if (ec) return;
+    log("stopping: no new connections; requests in flight finish");
+    s.stopping = true;
+    acceptor.close();
+    net::co_spawn(
+        s.ioc,
+        [&s]() -> awaitable<void> {
+          const auto deadline = std::chrono::steady_clock::now() + kStopGrace;
+          net::steady_timer tick(co_await net::this_coro::executor);
+          while (s.sessions > 0 && std::chrono::steady_clock::now() < deadline) {
+            tick.expires_after(std::chrono::milliseconds(100));
+            co_await tick.async_wait(use_awaitable);
+          }
+          if (s.sessions > 0) {
+            log(std::to_string(s.sessions) +
+                " connection(s) still open after the grace period: closed "
+                "(a claim cut off now stays PROCESSING and its lease turns it UNKNOWN)");
+          }
+          s.ioc.stop();
+        },
+        net::detached);
+  });
+  s.ioc.run();
+  return 0;
+}
+
+}  // namespace idem::proxy

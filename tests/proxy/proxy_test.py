@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""idemwatch-proxy end to end: a real upstream that charges and counts (an HTTP server in this
+process), the proxy in front of it, a real PostgreSQL behind it.
+
+  proxy_test.py --proxy BINARY --dsn DSN
+
+Exit 0 when every check holds, 1 when one fails (each printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import http.client
+import http.server
+import json
+import pathlib
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+import psycopg
+
+FAILURES: list[str] = []
+
+
+def check(ok: bool, what: str) -> None:
+    print("proxy:", "ok  " if ok else "FAIL", what, flush=True)
+    if not ok:
+        FAILURES.append(what)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Upstream(http.server.ThreadingHTTPServer):
+    """Charges an order per POST /charges/ORDER and counts them; the body's "mode" picks a
+    behaviour: slow (answers after 3 s), declined (402), error (500), refused (503), drop (reads
+    the request, closes without an answer)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a slow answer to a proxy that gave up on it: the proxy's part, not the upstream's
+
+    def __init__(self) -> None:
+        self.charges: collections.Counter = collections.Counter()
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", 0), UpstreamHandler)
+
+
+class UpstreamHandler(http.server.BaseHTTPRequestHandler):
+    server: Upstream
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802 (the handler's API)
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        order = self.path.rsplit("/", 1)[-1]
+        with self.server.lock:
+            self.server.charges[order] += 1
+            n = self.server.charges[order]
+        mode = body.get("mode", "ok")
+        if mode == "drop":
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if mode == "slow":
+            time.sleep(3)
+        time.sleep(0.3)  # the charge takes a while: concurrent repeats arrive meanwhile
+        status = {"declined": 402, "error": 500, "refused": 503}.get(mode, 201)
+        answer = json.dumps({"order": order, "charge": f"ch_{order}_{n}", "status": status}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Charge-Id", f"ch_{order}_{n}")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+
+class Proxy:
+    def __init__(self, binary: str, dsn: str, upstream_port: int, work: pathlib.Path):
+        self.port = free_port()
+        config = work / f"proxy-{self.port}.yml"
+        config.write_text(f"""
+listen: 127.0.0.1:{self.port}
+database:
+  dsn: "{dsn}"
+  workers: 4
+routes:
+  - name: charge
+    path: /charges/{{order_id}}
+    methods: [POST]
+    upstream: http://127.0.0.1:{upstream_port}
+    biz_type: payment
+    biz_id: path:order_id
+    tool: charge_card
+    lease: 30s
+    upstream_timeout: 1s
+    max_body: 4096
+    not_executed_statuses: [503]
+  - name: charge-by-body
+    path: /pay
+    upstream: http://127.0.0.1:{upstream_port}/charges/by-body
+    biz_type: payment
+    biz_id: body:/order/id
+  - name: unreachable
+    path: /down/{{order_id}}
+    upstream: http://127.0.0.1:{free_port()}
+    biz_type: payment
+    biz_id: path:order_id
+  - name: lookup
+    path: /optional/{{order_id}}
+    upstream: http://127.0.0.1:{upstream_port}
+    key_required: false
+    biz_type: payment
+    biz_id: path:order_id
+""")
+        self.log = open(work / f"proxy-{self.port}.log", "w")
+        self.process = subprocess.Popen([binary, "--config.file", str(config)], stderr=self.log)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise OSError(f"the proxy did not start; see {self.log.name}")
+                time.sleep(0.1)
+
+    def post(self, path: str, body: object, headers: dict | None = None,
+             conn: http.client.HTTPConnection | None = None) -> tuple[int, dict, dict]:
+        own = conn is None
+        conn = conn or http.client.HTTPConnection("127.0.0.1", self.port, timeout=20)
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        conn.request("POST", path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+        res = conn.getresponse()
+        raw = res.read()
+        out_headers = {k.lower(): v for k, v in res.getheaders()}
+        if own:
+            conn.close()
+        try:
+            parsed = json.loads(raw) if raw else {}
+        except ValueError:
+            parsed = {"raw": raw.decode(errors="replace")}
+        return res.status, out_headers, parsed
+
+    def stop(self) -> int:
+        self.process.terminate()
+        try:
+            return self.process.wait(20)
+        finally:
+            self.log.close()
+
+
+def key_header(key: str) -> dict:
+    return {"Idempotency-Key": f'"{key}"'}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--proxy", required=True)
+    parser.add_argument("--dsn", required=True)
+    args = parser.parse_args()
+    work = pathlib.Path(tempfile.mkdtemp(prefix="idemwatch-proxy-test-"))
+    upstream = Upstream()
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    proxy = Proxy(args.proxy, args.dsn, upstream.server_address[1], work)
+    db = psycopg.connect(args.dsn, autocommit=True)
+
+    def record(route: str, key: str) -> str | None:
+        row = db.execute("SELECT status FROM idem.records WHERE idempotency_key = %s",
+                         (f"POST {route} {key}",)).fetchone()
+        return row[0] if row else None
+
+    try:
+        # Twenty concurrent requests with one key: one charge, the others wait or replay.
+        key, order = str(uuid.uuid4()), "o-concurrent"
+        answers: list = []
+        barrier = threading.Barrier(20)
+
+        def send() -> None:
+            barrier.wait()
+            answers.append(proxy.post(f"/charges/{order}", {"amount_minor": 500}, key_header(key)))
+
+        threads = [threading.Thread(target=send) for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        statuses = collections.Counter(a[0] for a in answers)
+        check(upstream.charges[order] == 1, f"20 concurrent requests under one key charge once "
+              f"(upstream charged {upstream.charges[order]}; answers {dict(statuses)})")
+        check(set(statuses) <= {201, 409} and statuses[201] >= 1,
+              "every other request got 409 (in progress) or the replayed 201")
+        waiting = [a for a in answers if a[0] == 409]
+        check(all(a[1].get("retry-after", "").isdigit() for a in waiting)
+              and all(a[1].get("content-type") == "application/problem+json" for a in waiting),
+              "each 409 is a problem with Retry-After")
+        replayed = [a for a in answers if a[0] == 201 and a[1].get("idempotent-replayed") == "true"]
+        first = [a for a in answers if a[0] == 201 and "idempotent-replayed" not in a[1]]
+        check(len(first) == 1, f"exactly one answer came from the upstream itself ({len(first)})")
+
+        # A completed key replays the stored answer: status, fields, body.
+        status, headers, body = proxy.post(f"/charges/{order}", {"amount_minor": 500}, key_header(key))
+        check(status == 201 and headers.get("idempotent-replayed") == "true"
+              and body == first[0][2] and headers.get("x-charge-id") == first[0][1].get("x-charge-id"),
+              f"a repeat replays the first answer with Idempotent-Replayed ({status}, {body})")
+        check(upstream.charges[order] == 1, "the replay did not reach the upstream")
+        check(record("charge", key) == "SUCCESS", "the record is SUCCESS")
+        del replayed
+
+        # The same key with another request is 422.
+        status, headers, body = proxy.post(f"/charges/{order}", {"amount_minor": 900}, key_header(key))
+        check(status == 422 and body.get("type", "").endswith("payload_mismatch"),
+              f"the key with another body is 422 payload_mismatch ({status} {body.get('type')})")
+
+        # Malformed keys are 400 and reach nothing.
+        before = sum(upstream.charges.values())
+        for what, headers_ in [("no key", {}), ("a bare token", {"Idempotency-Key": "abc"}),
+                               ("a list", {"Idempotency-Key": '"a", "b"'}),
+                               ("an unclosed string", {"Idempotency-Key": '"abc'})]:
+            status, _, body = proxy.post("/charges/o-bad", {"amount_minor": 1}, headers_)
+            check(status == 400 and "detail" in body, f"{what} is 400 ({status}: {body.get('detail')})")
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        conn.putrequest("POST", "/charges/o-bad")
+        conn.putheader("Idempotency-Key", '"one"')
+        conn.putheader("Idempotency-Key", '"two"')
+        conn.putheader("Content-Length", "2")
+        conn.endheaders(b"{}")
+        res = conn.getresponse()
+        res.read()
+        conn.close()
+        check(res.status == 400, f"two Idempotency-Key fields are 400 ({res.status})")
+        check(sum(upstream.charges.values()) == before, "no malformed request reached the upstream")
+
+        # An upstream that hangs past the route's timeout: UNKNOWN, never sent again.
+        key = str(uuid.uuid4())
+        status, _, body = proxy.post("/charges/o-slow", {"mode": "slow"}, key_header(key))
+        check(status == 504 and body.get("type", "").endswith("outcome-unknown"),
+              f"an upstream past its timeout is 504 outcome-unknown ({status})")
+        check(record("charge", key) == "UNKNOWN", f"its record is UNKNOWN ({record('charge', key)})")
+        status, _, body = proxy.post("/charges/o-slow", {"mode": "slow"}, {**key_header(key), "Idempotency-Trigger": "llm"})
+        check(status == 409 and body.get("type", "").endswith("outcome-unknown"),
+              f"its retry is 409 outcome-unknown ({status})")
+        time.sleep(3.5)
+        check(upstream.charges["o-slow"] == 1, f"the retry never reached the upstream ({upstream.charges['o-slow']})")
+
+        # A connection closed without an answer: UNKNOWN.
+        key = str(uuid.uuid4())
+        status, _, _ = proxy.post("/charges/o-drop", {"mode": "drop"}, key_header(key))
+        check(status in (502, 504) and record("charge", key) == "UNKNOWN",
+              f"an answer cut off is UNKNOWN ({status}, {record('charge', key)})")
+
+        # An ambiguous 500: UNKNOWN; a documented refusal (503): FAILED, retry allowed.
+        key = str(uuid.uuid4())
+        status, _, _ = proxy.post("/charges/o-500", {"mode": "error"}, key_header(key))
+        proxy.post("/charges/o-500", {"mode": "error"}, key_header(key))
+        check(status == 502 and record("charge", key) == "UNKNOWN" and upstream.charges["o-500"] == 1,
+              f"a 500 is UNKNOWN and its retry not sent ({status}, {upstream.charges['o-500']})")
+        key = str(uuid.uuid4())
+        status, _, _ = proxy.post("/charges/o-503", {"mode": "refused"}, key_header(key))
+        check(status == 503 and record("charge", key) == "FAILED",
+              f"a 503 the route calls a refusal is relayed and FAILED ({status}, {record('charge', key)})")
+        status, _, _ = proxy.post("/charges/o-503", {"mode": "refused"}, key_header(key))
+        check(upstream.charges["o-503"] == 2, "a refused request's retry is sent again")
+
+        # A final 4xx is replayed, never sent again.
+        key = str(uuid.uuid4())
+        status, _, body = proxy.post("/charges/o-declined", {"mode": "declined"}, key_header(key))
+        status2, headers2, body2 = proxy.post("/charges/o-declined", {"mode": "declined"}, key_header(key))
+        check(status == 402 and status2 == 402 and body2 == body and headers2.get("idempotent-replayed") == "true"
+              and upstream.charges["o-declined"] == 1,
+              f"a 402 is final and replayed ({status}, {status2}, charged {upstream.charges['o-declined']})")
+
+        # An upstream that refuses the connection: nothing sent, FAILED with a retry allowed.
+        key = str(uuid.uuid4())
+        status, _, body = proxy.post("/down/o-down", {}, key_header(key))
+        check(status == 502 and body.get("type", "").endswith("upstream-unreachable")
+              and record("unreachable", key) == "FAILED",
+              f"an unreachable upstream is 502 and FAILED, retry allowed ({status}, {record('unreachable', key)})")
+        status, _, body = proxy.post("/down/o-down", {}, key_header(key))
+        check(status == 502 and body.get("type", "").endswith("upstream-unreachable"),
+              "its retry is claimed and tried again")
+
+        # The business object from the body; the trace id from traceparent.
+        key = str(uuid.uuid4())
+        trace = uuid.uuid4().hex
+        status, _, _ = proxy.post("/pay", {"order": {"id": "o-body"}, "amount_minor": 100},
+                                  {**key_header(key), "traceparent": f"00-{trace}-{'1' * 16}-01"})
+        row = db.execute("SELECT r.biz_id, a.trace_id FROM idem.records r JOIN idem.attempts a "
+                         "USING (idempotency_key) WHERE r.idempotency_key = %s",
+                         (f"POST charge-by-body {key}",)).fetchone()
+        check(status == 201 and row == ("o-body", trace),
+              f"the business object comes from the body and the trace id from traceparent ({status}, {row})")
+        status, _, body = proxy.post("/pay", {"amount_minor": 100}, key_header(str(uuid.uuid4())))
+        check(status == 400 and "/order/id" in body.get("detail", ""),
+              f"a body without the business object is 400 naming the pointer ({status})")
+
+        # Limits and routing.
+        status, _, _ = proxy.post("/charges/o-big", {"pad": "x" * 5000}, key_header(str(uuid.uuid4())))
+        check(status == 413 and upstream.charges["o-big"] == 0, f"a body over max_body is 413 ({status})")
+        status, _, _ = proxy.post("/nowhere", {}, key_header(str(uuid.uuid4())))
+        check(status == 404, f"a request of no route is 404 ({status})")
+        status, _, _ = proxy.post("/optional/o-free", {})
+        check(status == 201 and upstream.charges["o-free"] == 1, "a route without a required key passes through")
+
+        # A chunked body is read whole; one over the limit is refused while it arrives.
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        conn.request("POST", "/charges/o-chunked", body=iter([b'{"amount_', b'minor": 7}']),
+                     headers={**key_header(str(uuid.uuid4())), "Content-Type": "application/json"},
+                     encode_chunked=True)
+        res = conn.getresponse()
+        res.read()
+        conn.close()
+        check(res.status == 201 and upstream.charges["o-chunked"] == 1, f"a chunked body goes through ({res.status})")
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        conn.request("POST", "/charges/o-chunked-big", body=iter([b"x" * 3000, b"y" * 3000]),
+                     headers=key_header(str(uuid.uuid4())), encode_chunked=True)
+        res = conn.getresponse()
+        res.read()
+        conn.close()
+        check(res.status == 413 and upstream.charges["o-chunked-big"] == 0,
+              f"a chunked body over max_body is 413 ({res.status})")
+
+        # Keep-alive: several requests on one connection.
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        codes = [proxy.post("/charges/o-keepalive", {"amount_minor": 5}, key_header(f"ka-{i}"), conn)[0]
+                 for i in range(3)]
+        conn.close()
+        check(codes == [201, 409, 409], f"requests on one kept-alive connection are each answered ({codes})")
+    finally:
+        code = proxy.stop()
+        upstream.shutdown()
+        db.close()
+
+    # The database out of reach: 503, and nothing is sent upstream.
+    down = Proxy(args.proxy, "host=127.0.0.1 port=1 user=nobody dbname=none connect_timeout=2",
+                 upstream.server_address[1], work)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    try:
+        status, _, body = down.post("/charges/o-nodb", {}, key_header(str(uuid.uuid4())))
+        check(status == 503 and upstream.charges["o-nodb"] == 0,
+              f"with the database down the proxy answers 503 and sends nothing ({status}: {body.get('detail')})")
+    finally:
+        down.stop()
+        upstream.shutdown()
+    check(code == 0, f"the proxy stops cleanly on SIGTERM (exit {code})")
+
+    if FAILURES:
+        print(f"proxy: {len(FAILURES)} check(s) failed; logs in {work}")
+        return 1
+    print("proxy: every check held")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
