@@ -18,6 +18,8 @@
 #include <boost/beast/http.hpp>
 #include <exception>
 #include <iostream>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 
@@ -26,6 +28,7 @@
 #include "idem/protocol_client.hpp"
 #include "idem/vocabulary.hpp"
 #include "idempotency_key.hpp"
+#include "proxy_metrics.hpp"
 #include "stored_response.hpp"
 
 namespace idem::proxy {
@@ -53,16 +56,37 @@ struct DatabaseUnavailable : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Each pool thread keeps one session of its own, opened on first use and again after it broke.
-thread_local std::unique_ptr<pqxx::connection> tConnection;
+// The database sessions, lent one per protocol call. The most recently returned is lent first:
+// at low concurrency one warm backend serves call after call (its caches hot, no idle backend
+// woken), which halves a claim's latency against lending them in turn.
+class SessionStack {
+ public:
+  explicit SessionStack(std::string dsn) : dsn_(std::move(dsn)) {}
 
-pqxx::connection& threadConnection(const std::string& dsn) {
-  if (!tConnection || !tConnection->is_open()) {
-    tConnection.reset();
-    tConnection = std::make_unique<pqxx::connection>(dsn);
+  std::unique_ptr<pqxx::connection> take() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!idle_.empty()) {
+        auto session = std::move(idle_.back());
+        idle_.pop_back();
+        return session;
+      }
+    }
+    return std::make_unique<pqxx::connection>(dsn_);
   }
-  return *tConnection;
-}
+
+  // A session that broke is dropped; the next call opens a new one.
+  void give(std::unique_ptr<pqxx::connection> session) {
+    if (!session || !session->is_open()) return;
+    std::lock_guard lock(mutex_);
+    idle_.push_back(std::move(session));
+  }
+
+ private:
+  std::string dsn_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<pqxx::connection>> idle_;
+};
 
 std::string sha256Hex(std::string_view text) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
@@ -82,6 +106,35 @@ bool hopByHop(std::string_view name) {
   return false;
 }
 
+// What became of a request (proxy_metrics.hpp's results), carried from the handler to the session
+// in this field, which the session counts and removes before the answer is written.
+constexpr std::string_view kResultField = "Idemwatch-Result";
+
+std::string_view resultOfProblem(std::string_view slug, http::status status) {
+  static const std::map<std::string_view, std::string_view> kResults{
+      {"request-in-progress", "in_progress"},
+      {"payload_mismatch", "payload_mismatch"},
+      {"business-object-taken", "refused"},
+      {"key-retired", "refused"},
+      {"failed", "refused"},
+      {"completed-without-response", "refused"},
+      {"invalid-idempotency-key", "invalid"},
+      {"idempotency-key-missing", "invalid"},
+      {"business-object-missing", "invalid"},
+      {"invalid-trigger", "invalid"},
+      {"refused-by-store", "invalid"},
+      {"upstream-unreachable", "not_sent"},
+      {"database-unavailable", "database_unavailable"},
+      {"body-too-large", "too_large"},
+      {"no-route", "no_route"},
+      {"upstream-failed", "passed_through"}};
+  if (slug == "outcome-unknown") {
+    return status == http::status::conflict ? "unknown_refused" : "unknown";
+  }
+  auto it = kResults.find(slug);
+  return it == kResults.end() ? std::string_view{} : it->second;
+}
+
 Response problem(http::status status, std::string_view slug, std::string_view title,
                  const std::string& detail, unsigned version, bool keepAlive) {
   Response res{status, version};
@@ -92,6 +145,7 @@ Response problem(http::status status, std::string_view slug, std::string_view ti
                       {"status", static_cast<int>(status)},
                       {"detail", detail}};
   res.body() = body.dump();
+  res.set(kResultField, resultOfProblem(slug, status));
   res.keep_alive(keepAlive);
   res.prepare_payload();
   return res;
@@ -105,19 +159,31 @@ struct UpstreamResult {
 
 }  // namespace
 
+std::vector<std::string> routeNames(const ProxyConfig& config) {
+  std::vector<std::string> names;
+  for (const auto& r : config.routes) names.push_back(r.name);
+  return names;
+}
+
 struct ProxyServer::State {
   explicit State(ProxyConfig c)
-      : config(std::move(c)), pool(static_cast<std::size_t>(config.databaseWorkers)) {
+      : config(std::move(c)),
+        pool(static_cast<std::size_t>(config.databaseWorkers)),
+        database(config.dsn),
+        metrics(routeNames(config)) {
     for (const auto& r : config.routes) maxBody = std::max(maxBody, r.maxBody);
   }
 
   ProxyConfig config;
   net::io_context ioc{1};
   net::thread_pool pool;
+  SessionStack database;
+  ProxyMetrics metrics;
   std::atomic<int> pending{0};
   std::size_t maxBody = 0;
   std::atomic<bool> stopping{false};
   int sessions = 0;
+  std::map<std::string, tcp::resolver::results_type> resolved;  // by route
 
   // Runs `fn(ProtocolClient&)` on a database worker and resumes the caller with its result. More
   // than `databaseQueue` calls waiting: DatabaseUnavailable at once, so a slow database turns into
@@ -126,13 +192,14 @@ struct ProxyServer::State {
   // object, which outlives the call.
   template <typename T, typename F>
   awaitable<T> onDatabase(const F& fn) {
+    metrics.setWaiting(pending.load() + 1);
     if (pending.fetch_add(1) >= config.databaseQueue) {
       pending.fetch_sub(1);
       throw DatabaseUnavailable("too many protocol calls waiting for a database worker");
     }
     struct Done {
       State* self;
-      ~Done() { self->pending.fetch_sub(1); }
+      ~Done() { self->metrics.setWaiting(self->pending.fetch_sub(1) - 1); }
     } done{this};
     // Only pointers are captured: the initiation is a temporary of the co_await expression.
     const F* call = &fn;
@@ -141,19 +208,20 @@ struct ProxyServer::State {
           net::post(pool, [this, call, handler = std::move(handler)]() mutable {
             std::exception_ptr error;
             T value{};
+            std::unique_ptr<pqxx::connection> session;
             try {
-              auto& connection = threadConnection(config.dsn);
-              ProtocolClient client(connection);
+              session = database.take();
+              ProtocolClient client(*session);
               value = (*call)(client);
+              database.give(std::move(session));
             } catch (const pqxx::broken_connection& e) {
-              tConnection.reset();
               error = std::make_exception_ptr(DatabaseUnavailable(e.what()));
             } catch (const DatabaseError& e) {
               if (e.kind() == DatabaseErrorKind::ConnectionLost) {
-                tConnection.reset();
                 error = std::make_exception_ptr(DatabaseUnavailable(e.what()));
               } else {
                 error = std::current_exception();
+                database.give(std::move(session));
               }
             } catch (...) {
               error = std::current_exception();
@@ -169,18 +237,37 @@ struct ProxyServer::State {
   }
 
   awaitable<UpstreamResult> callUpstream(const Route& route, const Request& req) {
+    const auto started = std::chrono::steady_clock::now();
+    struct Timed {
+      ProxyMetrics& metrics;
+      const std::string& route;
+      std::chrono::steady_clock::time_point started;
+      ~Timed() {
+        metrics.upstreamSeconds(
+            route,
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      }
+    } timed{metrics, route.name, started};
     UpstreamResult out;
     beast::error_code ec;
-    tcp::resolver resolver(co_await net::this_coro::executor);
-    const auto endpoints = co_await resolver.async_resolve(route.upstream.host, route.upstream.port,
-                                                           net::redirect_error(use_awaitable, ec));
-    if (ec) {
-      out.reason = "cannot resolve " + route.upstream.host + ": " + ec.message();
-      co_return out;
+    // Resolved once and kept (a resolution is a trip to a helper thread); a renamed upstream
+    // needs a restart. Only the io thread touches the cache.
+    auto cached = resolved.find(route.name);
+    if (cached == resolved.end()) {
+      tcp::resolver resolver(co_await net::this_coro::executor);
+      auto endpoints = co_await resolver.async_resolve(route.upstream.host, route.upstream.port,
+                                                       net::redirect_error(use_awaitable, ec));
+      if (ec) {
+        out.reason = "cannot resolve " + route.upstream.host + ": " + ec.message();
+        co_return out;
+      }
+      cached = resolved.insert_or_assign(route.name, std::move(endpoints)).first;
     }
+    const auto& endpoints = cached->second;
     beast::tcp_stream stream(co_await net::this_coro::executor);
     stream.expires_after(route.upstreamTimeout);
     co_await stream.async_connect(endpoints, net::redirect_error(use_awaitable, ec));
+    if (!ec) stream.socket().set_option(tcp::no_delay(true), ec);  // header and body: no Nagle wait
     if (ec) {
       out.reason = "cannot connect to " + route.upstream.host + ":" + route.upstream.port + ": " +
                    ec.message();
@@ -224,11 +311,15 @@ struct ProxyServer::State {
   }
 
   // The upstream's answer as the client gets it: hop-by-hop fields dropped, our length.
-  static Response relay(const Response& upstream, unsigned version, bool keepAlive) {
+  static Response relay(const Response& upstream, unsigned version, bool keepAlive,
+                        std::string_view result = "sent") {
     Response res{upstream.result(), version};
     for (const auto& field : upstream) {
-      if (!hopByHop(field.name_string())) res.insert(field.name_string(), field.value());
+      if (!hopByHop(field.name_string()) && !beast::iequals(field.name_string(), kResultField)) {
+        res.insert(field.name_string(), field.value());
+      }
     }
+    res.set(kResultField, result);
     res.body() = upstream.body();
     res.keep_alive(keepAlive);
     res.prepare_payload();
@@ -238,7 +329,7 @@ struct ProxyServer::State {
   awaitable<Response> passThrough(const Route& route, const Request& req) {
     const auto result = co_await callUpstream(route, req);
     if (result.kind == UpstreamResult::Kind::Answered) {
-      co_return relay(result.response, req.version(), req.keep_alive());
+      co_return relay(result.response, req.version(), req.keep_alive(), "passed_through");
     }
     co_return problem(http::status::bad_gateway, "upstream-failed", "The upstream did not answer",
                       result.reason, req.version(), req.keep_alive());
@@ -273,6 +364,7 @@ struct ProxyServer::State {
                         req.version(), keepAlive);
     }
     stored->set("Idempotent-Replayed", "true");
+    stored->set(kResultField, "replayed");
     stored->keep_alive(keepAlive);
     stored->prepare_payload();
     co_return std::move(*stored);
@@ -490,13 +582,18 @@ struct ProxyServer::State {
 
   awaitable<void> session(tcp::socket socket) {
     ++sessions;
+    metrics.connectionOpened();
     struct Leave {
       State* self;
-      ~Leave() { --self->sessions; }
+      ~Leave() {
+        --self->sessions;
+        self->metrics.connectionClosed();
+      }
     } leave{this};
+    beast::error_code ec;
+    socket.set_option(tcp::no_delay(true), ec);
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
-    beast::error_code ec;
     while (!stopping) {
       http::request_parser<http::string_body> parser;
       parser.header_limit(kHeaderLimit);
@@ -531,6 +628,12 @@ struct ProxyServer::State {
         close = true;
       } else if (ec) {
         break;
+      } else if (route == nullptr && header.method() == http::verb::get && path == "/metrics") {
+        res = Response{http::status::ok, header.version()};
+        res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+        res.body() = metrics.scrape();
+        res.keep_alive(header.keep_alive());
+        res.prepare_payload();
       } else if (route == nullptr) {
         res = problem(http::status::not_found, "no-route", "No route",
                       "no route of this proxy takes " + std::string(header.method_string()) + " " +
@@ -545,6 +648,10 @@ struct ProxyServer::State {
           res = problem(http::status::internal_server_error, "internal", "Internal error", e.what(),
                         header.version(), false);
         }
+      }
+      if (auto result = res.find(kResultField); result != res.end()) {
+        metrics.request(route ? route->name : std::string(), result->value());
+        res.erase(result);
       }
       close = close || !res.keep_alive() || stopping;
       res.keep_alive(!close);

@@ -336,6 +336,30 @@ def main() -> int:
                  for i in range(3)]
         conn.close()
         check(codes == [201, 409, 409], f"requests on one kept-alive connection are each answered ({codes})")
+
+        # The proxy's own figures: each request counted once, by route and result.
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        conn.request("GET", "/metrics")
+        res = conn.getresponse()
+        text = res.read().decode()
+        conn.close()
+
+        def series(name: str, **labels: str) -> float | None:
+            want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+            for line in text.splitlines():
+                if line.startswith(name + "{" + want + "}"):
+                    return float(line.rsplit(" ", 1)[1])
+            return None
+
+        expected = [("charge", "unknown", 3), ("charge", "unknown_refused", 2), ("unreachable", "not_sent", 2),
+                    ("", "no_route", 1), ("charge", "too_large", 2), ("charge", "payload_mismatch", 1),
+                    ("lookup", "passed_through", 1), ("charge-by-body", "sent", 1)]
+        for route, result, n in expected:
+            got = series("idemwatch_proxy_requests_total", result=result, route=route)
+            check(got == n, f"/metrics counts {n} {result} on route '{route}' ({got})")
+        got = series("idemwatch_proxy_upstream_duration_seconds_count", route="charge")
+        check(res.status == 200 and got is not None and got >= 8,
+              f"/metrics has the upstream's latency by route ({got} observations)")
     finally:
         code = proxy.stop()
         upstream.shutdown()

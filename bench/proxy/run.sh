@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# idemwatch-proxy's cost per request, side by side in one run against the same upstream (nginx
+# answering 201 with a small JSON body):
+#   direct     wrk straight to the upstream
+#   nginx      wrk through nginx's proxy_pass (no idempotency): the yardstick for a proxy
+#   protocol   pgbench: idem.begin + idem.complete alone, the two calls the proxy makes
+#   proxy      wrk through idemwatch-proxy: a fresh Idempotency-Key and order each request
+# at 1 and 64 connections, p50 and p99 latency and requests/s. The proxy's own overhead is its
+# latency less the direct call's and the two protocol calls'.
+#
+#   bench/proxy/run.sh [BUILD_DIR]
+#   env: SECONDS_EACH (10), CONNECTIONS ("1 64"), REPEAT (2), PROXY_WORKERS (8),
+#        PG_EXTRA_OPTS (e.g. "-c synchronous_commit=off": the proxy's own ceiling, without the
+#        commits' flush, which otherwise bounds every path through the database)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+# shellcheck source=../../scripts/lib/pg.sh
+source "$root/scripts/lib/pg.sh"
+SECONDS_EACH=${SECONDS_EACH:-10}
+CONNECTIONS=${CONNECTIONS:-"1 64"}
+REPEAT=${REPEAT:-2}
+for tool in wrk nginx pgbench; do
+  command -v "$tool" >/dev/null || { echo "$tool is not installed (Debian: wrk, nginx-light, postgresql)" >&2; exit 1; }
+done
+pg_scratch bench-proxy
+work=$SCRATCH_DIR
+dsn=$(pg_migrated_database bench "$build/tools/idemctl/idemctl")
+trap 'kill $(cat "$work"/*.pid 2>/dev/null) 2>/dev/null || true; pg_stop "$work"; rm -rf "$work"' EXIT
+
+upstream_port=$(pg_free_port) nginx_port=$(pg_free_port) proxy_port=$(pg_free_port)
+cat >"$work/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream tool { server 127.0.0.1:$upstream_port; keepalive 64; }
+  server {
+    listen 127.0.0.1:$upstream_port;
+    location / { default_type application/json; return 201 '{"charge": "ch_1", "status": "succeeded"}'; }
+  }
+  server {
+    listen 127.0.0.1:$nginx_port;
+    location / { proxy_pass http://tool; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+CONF
+nginx -c "$work/nginx.conf" -p "$work" >"$work/nginx.log" 2>&1 &
+cat >"$work/proxy.yml" <<CONF
+listen: 127.0.0.1:$proxy_port
+database:
+  dsn: "$dsn"
+  workers: ${PROXY_WORKERS:-8}
+routes:
+  - name: charge
+    path: /charges/{order_id}
+    upstream: http://127.0.0.1:$upstream_port
+    biz_type: payment
+    biz_id: path:order_id
+CONF
+"$build/proxy/idemwatch-proxy" --config.file "$work/proxy.yml" 2>"$work/proxy.log" &
+echo $! >"$work/proxy.pid"
+for port in "$upstream_port" "$nginx_port" "$proxy_port"; do
+  for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+done
+cat >"$work/claim.sql" <<'SQL'
+\set n random(1, 2000000000)
+SELECT claim_token AS tok FROM idem.begin('k-' || :client_id || '-' || :n, 'payment', 'o-' || :client_id || '-' || :n, 'charge', NULL, 'initial', '{"amount_minor": 100}') \gset
+SELECT * FROM idem.complete('k-' || :client_id || '-' || :n, 1, '{}', ':tok');
+SQL
+[ "$(id -u)" -eq 0 ] && chown postgres: "$work/claim.sql"
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); $(date -u +%FT%TZ); load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "PostgreSQL $(psql "$dsn" -XAtc 'SHOW server_version') (fsync $(psql "$dsn" -XAtc 'SHOW fsync'), synchronous_commit $(psql "$dsn" -XAtc 'SHOW synchronous_commit')), $(nginx -v 2>&1 | cut -d' ' -f3), $(wrk -v 2>&1 | head -n 1 | cut -d' ' -f1-2)"
+printf '%-9s %5s %4s %10s %9s %9s\n' path conns run "req/s" "p50 ms" "p99 ms"
+# wrk's --latency table: "50%  1.23ms" in us, ms or s.
+ms() { awk -v want="$1" '$1 == want { v = $2; u = v; gsub(/[0-9.]/, "", u); gsub(/[a-z]/, "", v);
+  if (u == "us") v /= 1000; else if (u == "s") v *= 1000; printf "%.3f", v }'; }
+run_wrk() {  # run_wrk NAME CONNECTIONS ROUND URL [LUA]
+  local out threads=$(( $2 < 2 ? 1 : 2 ))
+  out=$(wrk -t "$threads" -c "$2" -d "${SECONDS_EACH}s" --latency ${5:+-s "$5"} "$4")
+  printf '%-9s %5s %4s %10.0f %9s %9s\n' "$1" "$2" "$3" "$(awk '/^Requests\/sec/ {print $2}' <<<"$out")" \
+    "$(ms 50% <<<"$out")" "$(ms 99% <<<"$out")"
+  if grep -q "Non-2xx" <<<"$out"; then grep "Non-2xx" <<<"$out" | sed 's/^/          /'; fi
+}
+for round in $(seq "$REPEAT"); do
+  for c in $CONNECTIONS; do
+    run_wrk direct "$c" "$round" "http://127.0.0.1:$upstream_port/charges/x"
+    run_wrk nginx "$c" "$round" "http://127.0.0.1:$nginx_port/charges/x"
+    rm -rf "$work/pgbench-log" && mkdir "$work/pgbench-log"
+    [ "$(id -u)" -eq 0 ] && chown postgres: "$work/pgbench-log"
+    out=$(pg_as_owner pgbench -n -h "$PG_SOCKDIR" -p "$PG_PORT" -U postgres -c "$c" -j "$(( c < 2 ? 1 : 2 ))" \
+      -T "$SECONDS_EACH" -l --log-prefix="$work/pgbench-log/tx" -f "$work/claim.sql" bench 2>&1)
+    # Each transaction's latency (µs) is the log's third column.
+    read -r p50 p99 < <(cat "$work"/pgbench-log/tx* | awk '{print $3}' | sort -n |
+      awk '{v[NR] = $1} END {printf "%.3f %.3f\n", v[int(NR * 0.5)] / 1000, v[int(NR * 0.99)] / 1000}')
+    printf '%-9s %5s %4s %10.0f %9s %9s\n' protocol "$c" "$round" \
+      "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -n 1)" "$p50" "$p99"
+    run_wrk proxy "$c" "$round" "http://127.0.0.1:$proxy_port" "$root/bench/proxy/keys.lua"
+  done
+done
+echo "proxy peak RSS: $(awk '/VmHWM/ {print $2, $3}' "/proc/$(cat "$work/proxy.pid")/status")"

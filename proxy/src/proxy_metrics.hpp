@@ -1,0 +1,58 @@
+// idemwatch-proxy's own figures, served at /metrics: requests by route and result, the upstream's
+// latency, calls waiting for a database session, open connections. Every route's series exist
+// from the start at zero, so rate() and absent() work from the first scrape.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <array>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace idem::proxy {
+
+// What became of a request, the `result` label. Bounded: these and nothing else.
+inline constexpr std::array<std::string_view, 13> kRequestResults{
+    "sent",                  // claimed, sent upstream, its answer recorded and relayed
+    "replayed",              // answered from the record, not sent
+    "in_progress",           // 409: the key's claim is live
+    "unknown",               // sent, outcome unknown now (timeout, cut answer, ambiguous 5xx)
+    "unknown_refused",       // 409: a repeat of a key whose outcome is unknown
+    "payload_mismatch",      // 422
+    "refused",               // 409: business object taken, key retired, failed finally
+    "invalid",               // 400: no key, a malformed key, no business object, bad trigger
+    "not_sent",              // 502: the upstream refused the connection; retry allowed
+    "database_unavailable",  // 503: nothing claimed, nothing sent
+    "passed_through",        // a route without a required key, sent unclaimed
+    "too_large",             // 413
+    "no_route",              // 404
+};
+
+class ProxyMetrics {
+ public:
+  explicit ProxyMetrics(const std::vector<std::string>& routes);
+
+  // `route` "" for a request of no route; `result` one of kRequestResults.
+  void request(const std::string& route, std::string_view result);
+  void upstreamSeconds(const std::string& route, double seconds);
+  void connectionOpened() { connections_->Increment(); }
+  void connectionClosed() { connections_->Decrement(); }
+  void setWaiting(int calls) { waiting_->Set(calls); }
+  std::string scrape() const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::map<std::pair<std::string, std::string>, prometheus::Counter*> requests_;
+  std::map<std::string, prometheus::Histogram*> upstream_;
+  prometheus::Gauge* connections_;
+  prometheus::Gauge* waiting_;
+};
+
+}  // namespace idem::proxy
