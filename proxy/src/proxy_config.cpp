@@ -195,6 +195,10 @@ ProxyConfig parseProxyConfig(const std::string& yamlText) {
       if (c.databaseQueue < 1) refuse("database.queue", "at least 1");
     }
     c.idleTimeout = duration(root["idle_timeout"], "idle_timeout", c.idleTimeout);
+    if (root["caller_header"]) {
+      c.callerHeader = root["caller_header"].as<std::string>();
+      if (c.callerHeader.empty()) refuse("caller_header", "names a request field, or is left out");
+    }
     if (!root["routes"] || !root["routes"].IsSequence() || root["routes"].size() == 0) {
       refuse("routes", "at least one route is required");
     }

@@ -49,6 +49,10 @@ struct ProxyConfig {
   int databaseWorkers = 4;
   int databaseQueue = 256;  // protocol calls waiting for a worker before 503
   std::chrono::milliseconds idleTimeout{60'000};
+  // The request field naming the authenticated caller, set by the front door that authenticated
+  // it (an API gateway, a TLS terminator checking client certificates). Set: every request must
+  // carry it, and keys are the caller's own. Empty: one caller.
+  std::string callerHeader;
   std::vector<Route> routes;
 
   // The route whose pattern matches `target` and that accepts `method`; with its parameters.

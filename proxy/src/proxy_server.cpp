@@ -46,6 +46,7 @@ using net::use_awaitable;
 constexpr std::size_t kHeaderLimit = std::size_t{16} * 1024;
 constexpr std::size_t kUpstreamBodyLimit = std::size_t{8} * 1024 * 1024;
 constexpr auto kStopGrace = std::chrono::seconds(10);
+constexpr std::size_t kLingerLimit = std::size_t{1} << 20;
 
 void log(const std::string& line) {
   std::cerr << "idemwatch-proxy: " << line << '\n';
@@ -123,6 +124,8 @@ std::string_view resultOfProblem(std::string_view slug, http::status status) {
       {"business-object-missing", "invalid"},
       {"invalid-trigger", "invalid"},
       {"refused-by-store", "invalid"},
+      {"caller-missing", "invalid"},
+      {"caller-invalid", "invalid"},
       {"upstream-unreachable", "not_sent"},
       {"database-unavailable", "database_unavailable"},
       {"body-too-large", "too_large"},
@@ -467,6 +470,26 @@ struct ProxyServer::State {
       co_return co_await passThrough(route, req);
     }
     const std::string& clientKey = std::get<std::string>(parsed);
+    // Keys are scoped to the caller, the method and the route: two callers' keys never meet.
+    std::string scope = std::string(req.method_string()) + " " + route.name + " ";
+    if (!config.callerHeader.empty()) {
+      const auto caller = req.find(config.callerHeader);
+      if (caller == req.end() || caller->value().empty()) {
+        co_return problem(http::status::unauthorized, "caller-missing", "No caller",
+                          "this proxy scopes keys to the caller named in " + config.callerHeader +
+                              ", which the request lacks",
+                          req.version(), keepAlive);
+      }
+      const std::string_view name = caller->value();
+      if (std::any_of(name.begin(), name.end(),
+                      [](unsigned char c) { return c <= 0x20 || c > 0x7e; })) {
+        co_return problem(
+            http::status::bad_request, "caller-invalid", "Invalid caller",
+            config.callerHeader + " holds a space or a character outside printable ASCII",
+            req.version(), keepAlive);
+      }
+      scope += std::string(name) + " ";
+    }
 
     const auto body = nlohmann::json::parse(req.body(), nullptr, false);
     std::string bizId;
@@ -499,9 +522,8 @@ struct ProxyServer::State {
       source = *named;
     }
 
-    // A key is the client's within its method and route: the same key on two routes is two keys.
     BeginRequest begin;
-    begin.key = std::string(req.method_string()) + " " + route.name + " " + clientKey;
+    begin.key = scope + clientKey;
     begin.bizType = route.bizType;
     begin.bizId = bizId;
     begin.tool = route.tool;
@@ -580,6 +602,21 @@ struct ProxyServer::State {
                       keepAlive);
   }
 
+  // After answering a request whose body was refused unread: stop sending, then read and drop what
+  // the client still sends, for up to a second, so that closing does not reset the connection
+  // before the client has read the answer (a reset discards what it had not read yet).
+  static awaitable<void> linger(beast::tcp_stream& stream) {
+    beast::error_code ec;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream.expires_after(std::chrono::seconds(1));
+    std::array<char, 16384> drop{};
+    std::size_t dropped = 0;
+    while (!ec && dropped < kLingerLimit) {
+      dropped += co_await stream.async_read_some(net::buffer(drop),
+                                                 net::redirect_error(use_awaitable, ec));
+    }
+  }
+
   awaitable<void> session(tcp::socket socket) {
     ++sessions;
     metrics.connectionOpened();
@@ -620,6 +657,7 @@ struct ProxyServer::State {
       }
       Response res;
       bool close = false;
+      const bool unread = ec == http::error::body_limit;  // the client may still be sending it
       if (ec == http::error::body_limit) {
         res = problem(http::status::payload_too_large, "body-too-large", "The body is too large",
                       "route '" + (route ? route->name : std::string("?")) + "' takes at most " +
@@ -657,6 +695,7 @@ struct ProxyServer::State {
       res.keep_alive(!close);
       stream.expires_after(config.idleTimeout);
       co_await http::async_write(stream, res, net::redirect_error(use_awaitable, ec));
+      if (!ec && unread) co_await linger(stream);
       if (ec || close) break;
     }
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);

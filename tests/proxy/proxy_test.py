@@ -86,11 +86,12 @@ class UpstreamHandler(http.server.BaseHTTPRequestHandler):
 
 
 class Proxy:
-    def __init__(self, binary: str, dsn: str, upstream_port: int, work: pathlib.Path):
+    def __init__(self, binary: str, dsn: str, upstream_port: int, work: pathlib.Path, caller_header: str = ""):
         self.port = free_port()
         config = work / f"proxy-{self.port}.yml"
         config.write_text(f"""
 listen: 127.0.0.1:{self.port}
+{f"caller_header: {caller_header}" if caller_header else ""}
 database:
   dsn: "{dsn}"
   workers: 4
@@ -377,6 +378,29 @@ def main() -> int:
         down.stop()
         upstream.shutdown()
     check(code == 0, f"the proxy stops cleanly on SIGTERM (exit {code})")
+
+    # Keys scoped to the caller a front door names: the same key of two callers is two requests.
+    scoped = Proxy(args.proxy, args.dsn, upstream.server_address[1], work, caller_header="X-Caller")
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    db = psycopg.connect(args.dsn, autocommit=True)
+    try:
+        key = str(uuid.uuid4())
+        a = scoped.post("/charges/o-tenant-a", {"amount_minor": 100}, {**key_header(key), "X-Caller": "tenant-a"})
+        b = scoped.post("/charges/o-tenant-b", {"amount_minor": 100}, {**key_header(key), "X-Caller": "tenant-b"})
+        again = scoped.post("/charges/o-tenant-a", {"amount_minor": 100}, {**key_header(key), "X-Caller": "tenant-a"})
+        check(a[0] == 201 and b[0] == 201 and upstream.charges["o-tenant-a"] == 1 and upstream.charges["o-tenant-b"] == 1,
+              f"two callers' same key are two requests ({a[0]}, {b[0]})")
+        check(again[0] == 201 and again[1].get("idempotent-replayed") == "true" and again[2] == a[2],
+              "a caller's repeat replays its own answer")
+        keys = [k for (k,) in db.execute("SELECT idempotency_key FROM idem.records WHERE idempotency_key LIKE %s "
+                                         "ORDER BY 1", (f"% {key}",)).fetchall()]
+        check(keys == [f"POST charge tenant-a {key}", f"POST charge tenant-b {key}"], f"each record names its caller ({keys})")
+        status, _, _ = scoped.post("/charges/o-tenant-c", {}, key_header(str(uuid.uuid4())))
+        check(status == 401 and upstream.charges["o-tenant-c"] == 0, f"a request without its caller is 401 ({status})")
+    finally:
+        scoped.stop()
+        upstream.shutdown()
+        db.close()
 
     if FAILURES:
         print(f"proxy: {len(FAILURES)} check(s) failed; logs in {work}")
