@@ -15,6 +15,7 @@ import http.client
 import http.server
 import json
 import pathlib
+import random
 import socket
 import subprocess
 import sys
@@ -52,6 +53,7 @@ class Upstream(http.server.ThreadingHTTPServer):
 
     def __init__(self) -> None:
         self.charges: collections.Counter = collections.Counter()
+        self.dropped: set[str] = set()  # orders charged whose answer was never sent
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), UpstreamHandler)
 
@@ -69,6 +71,10 @@ class UpstreamHandler(http.server.BaseHTTPRequestHandler):
             self.server.charges[order] += 1
             n = self.server.charges[order]
         mode = body.get("mode", "ok")
+        if mode == "flaky" and random.Random(order).random() < 0.2:
+            mode = "drop"  # the seeds' fault: charged, and the answer lost on the way back
+            with self.server.lock:
+                self.server.dropped.add(order)
         if mode == "drop":
             self.connection.shutdown(socket.SHUT_RDWR)
             return
@@ -331,6 +337,41 @@ def main() -> int:
         check(res.status == 413 and upstream.charges["o-chunked-big"] == 0,
               f"a chunked body over max_body is 413 ({res.status})")
 
+        # The seeds' fault test through the proxy: a fifth of the answers lost after the charge,
+        # agents retrying from every source. Charges to orders 1:1; every lost answer UNKNOWN.
+        orders = [f"o-fault-{i}" for i in range(120)]
+        refused_retries = collections.Counter()
+
+        def agent(mine: list[str]) -> None:
+            for order in mine:
+                key = f"fault-{order}"
+                for trigger in ["initial", "http", "framework", "llm"]:
+                    headers = key_header(key) if trigger == "initial" else {**key_header(key), "Idempotency-Trigger": trigger}
+                    try:
+                        status, _, body = proxy.post(f"/charges/{order}", {"amount_minor": 250, "mode": "flaky"}, headers)
+                    except OSError:
+                        continue
+                    if status == 409 and body.get("type", "").endswith("outcome-unknown"):
+                        refused_retries[order] += 1
+                    if status == 201:
+                        break
+
+        agents = [threading.Thread(target=agent, args=(orders[i::6],)) for i in range(6)]
+        for t in agents:
+            t.start()
+        for t in agents:
+            t.join()
+        statuses = dict(db.execute("SELECT biz_id, status FROM idem.records WHERE idempotency_key LIKE 'POST charge fault-%'").fetchall())
+        check(all(upstream.charges[o] == 1 for o in orders),
+              f"each of {len(orders)} orders charged once through lost answers and retries "
+              f"({sum(upstream.charges[o] for o in orders)} charges)")
+        lost = {o for o in orders if o in upstream.dropped}
+        check(len(lost) > 0 and all(statuses.get(o) == "UNKNOWN" for o in lost),
+              f"every order whose answer was lost ({len(lost)}) is UNKNOWN")
+        check(all(statuses.get(o) == "SUCCESS" for o in orders if o not in lost), "every other order is SUCCESS")
+        check(all(refused_retries[o] == 3 for o in lost),
+              "each retry of a lost answer (3 an order, from http, framework and llm) got 409 outcome-unknown")
+
         # Keep-alive: several requests on one connection.
         conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
         codes = [proxy.post("/charges/o-keepalive", {"amount_minor": 5}, key_header(f"ka-{i}"), conn)[0]
@@ -352,7 +393,7 @@ def main() -> int:
                     return float(line.rsplit(" ", 1)[1])
             return None
 
-        expected = [("charge", "unknown", 3), ("charge", "unknown_refused", 2), ("unreachable", "not_sent", 2),
+        expected = [("charge", "unknown", 3 + len(lost)), ("charge", "unknown_refused", 2 + 3 * len(lost)), ("unreachable", "not_sent", 2),
                     ("", "no_route", 1), ("charge", "too_large", 2), ("charge", "payload_mismatch", 1),
                     ("lookup", "passed_through", 1), ("charge-by-body", "sent", 1)]
         for route, result, n in expected:
