@@ -40,7 +40,7 @@ int main(int argc, char** argv) {
       config.listenAddress = colon == 0 ? "0.0.0.0" : listen->substr(0, colon);
       config.listenPort = listen->substr(colon + 1);
     }
-    idem::proxy::ProxyServer server(std::move(config));
+    idem::proxy::ProxyServer server(std::move(config), configPath);
     return server.run();
   });
 }

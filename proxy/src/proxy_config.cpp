@@ -157,6 +157,12 @@ std::optional<std::map<std::string, std::string>> Route::match(std::string_view 
   return parameters;
 }
 
+std::size_t ProxyConfig::largestBody() const {
+  std::size_t largest = 0;
+  for (const auto& r : routes) largest = std::max(largest, r.maxBody);
+  return largest;
+}
+
 const Route* ProxyConfig::find(std::string_view method, std::string_view target,
                                std::map<std::string, std::string>& parameters) const {
   for (const auto& r : routes) {

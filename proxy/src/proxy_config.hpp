@@ -55,6 +55,9 @@ struct ProxyConfig {
   std::string callerHeader;
   std::vector<Route> routes;
 
+  // The largest max_body of any route: the limit before a request's route is known.
+  std::size_t largestBody() const;
+
   // The route whose pattern matches `target` and that accepts `method`; with its parameters.
   const Route* find(std::string_view method, std::string_view target,
                     std::map<std::string, std::string>& parameters) const;

@@ -16,18 +16,12 @@ ProxyMetrics::ProxyMetrics(const std::vector<std::string>& routes)
                            "From connecting to the upstream to the end of its answer, or to "
                            "giving up on it.")
                        .Register(*registry_);
-  const prometheus::Histogram::BucketBoundaries buckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                                                        0.5,   1,    2.5,   5,    10,  30};
-  std::vector<std::string> labelled = routes;
-  labelled.emplace_back("");
-  for (const auto& route : labelled) {
-    for (auto result : kRequestResults) {
-      if (route.empty() && result != "no_route" && result != "too_large") continue;
-      requests_[{route, std::string(result)}] =
-          &requests.Add({{"route", route}, {"result", std::string(result)}});
-    }
-    if (!route.empty()) upstream_[route] = &upstream.Add({{"route", route}}, buckets);
+  requestFamily_ = &requests;
+  upstreamFamily_ = &upstream;
+  for (auto result : {"no_route", "too_large"}) {
+    requests_[{"", result}] = &requests.Add({{"route", ""}, {"result", result}});
   }
+  for (const auto& route : routes) addRoute(route);
   connections_ = &prometheus::BuildGauge()
                       .Name("idemwatch_proxy_connections")
                       .Help("Client connections open now.")
@@ -38,6 +32,17 @@ ProxyMetrics::ProxyMetrics(const std::vector<std::string>& routes)
                   .Help("Protocol calls running or waiting for a database session now.")
                   .Register(*registry_)
                   .Add({});
+}
+
+void ProxyMetrics::addRoute(const std::string& route) {
+  if (upstream_.contains(route)) return;
+  const prometheus::Histogram::BucketBoundaries buckets{0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                        0.5,   1,    2.5,   5,    10,  30};
+  for (auto result : kRequestResults) {
+    requests_[{route, std::string(result)}] =
+        &requestFamily_->Add({{"route", route}, {"result", std::string(result)}});
+  }
+  upstream_[route] = &upstreamFamily_->Add({{"route", route}}, buckets);
 }
 
 void ProxyMetrics::request(const std::string& route, std::string_view result) {

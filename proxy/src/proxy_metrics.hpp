@@ -39,6 +39,8 @@ class ProxyMetrics {
  public:
   explicit ProxyMetrics(const std::vector<std::string>& routes);
 
+  // A route's series, at zero; nothing when it has them already (a route added by a reload).
+  void addRoute(const std::string& route);
   // `route` "" for a request of no route; `result` one of kRequestResults.
   void request(const std::string& route, std::string_view result);
   void upstreamSeconds(const std::string& route, double seconds);
@@ -49,6 +51,8 @@ class ProxyMetrics {
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>* requestFamily_;
+  prometheus::Family<prometheus::Histogram>* upstreamFamily_;
   std::map<std::pair<std::string, std::string>, prometheus::Counter*> requests_;
   std::map<std::string, prometheus::Histogram*> upstream_;
   prometheus::Gauge* connections_;

@@ -169,21 +169,25 @@ std::vector<std::string> routeNames(const ProxyConfig& config) {
 }
 
 struct ProxyServer::State {
-  explicit State(ProxyConfig c)
+  State(ProxyConfig c, std::string path)
       : config(std::move(c)),
+        configPath(std::move(path)),
+        routes(std::make_shared<const ProxyConfig>(config)),
         pool(static_cast<std::size_t>(config.databaseWorkers)),
         database(config.dsn),
-        metrics(routeNames(config)) {
-    for (const auto& r : config.routes) maxBody = std::max(maxBody, r.maxBody);
-  }
+        metrics(routeNames(config)) {}
 
-  ProxyConfig config;
+  // What a reload cannot change (where it listens, the database, its sessions) is read from
+  // `config`; the routes from `routes`, which SIGHUP replaces. A request holds the routes it
+  // started with until it ends.
+  const ProxyConfig config;
+  const std::string configPath;
+  std::shared_ptr<const ProxyConfig> routes;
   net::io_context ioc{1};
   net::thread_pool pool;
   SessionStack database;
   ProxyMetrics metrics;
   std::atomic<int> pending{0};
-  std::size_t maxBody = 0;
   std::atomic<bool> stopping{false};
   int sessions = 0;
   std::map<std::string, tcp::resolver::results_type> resolved;  // by route
@@ -446,8 +450,8 @@ struct ProxyServer::State {
     co_return relay(result.response, req.version(), keepAlive);
   }
 
-  awaitable<Response> handle(const Route& route, const std::map<std::string, std::string>& params,
-                             const Request& req) {
+  awaitable<Response> handle(const ProxyConfig& current, const Route& route,
+                             const std::map<std::string, std::string>& params, const Request& req) {
     const bool keepAlive = req.keep_alive();
     std::vector<std::string_view> keyFields;
     for (auto [it, end] = req.equal_range("Idempotency-Key"); it != end; ++it) {
@@ -472,11 +476,11 @@ struct ProxyServer::State {
     const std::string& clientKey = std::get<std::string>(parsed);
     // Keys are scoped to the caller, the method and the route: two callers' keys never meet.
     std::string scope = std::string(req.method_string()) + " " + route.name + " ";
-    if (!config.callerHeader.empty()) {
-      const auto caller = req.find(config.callerHeader);
+    if (!current.callerHeader.empty()) {
+      const auto caller = req.find(current.callerHeader);
       if (caller == req.end() || caller->value().empty()) {
         co_return problem(http::status::unauthorized, "caller-missing", "No caller",
-                          "this proxy scopes keys to the caller named in " + config.callerHeader +
+                          "this proxy scopes keys to the caller named in " + current.callerHeader +
                               ", which the request lacks",
                           req.version(), keepAlive);
       }
@@ -485,7 +489,7 @@ struct ProxyServer::State {
                       [](unsigned char c) { return c <= 0x20 || c > 0x7e; })) {
         co_return problem(
             http::status::bad_request, "caller-invalid", "Invalid caller",
-            config.callerHeader + " holds a space or a character outside printable ASCII",
+            current.callerHeader + " holds a space or a character outside printable ASCII",
             req.version(), keepAlive);
       }
       scope += std::string(name) + " ";
@@ -634,7 +638,8 @@ struct ProxyServer::State {
     while (!stopping) {
       http::request_parser<http::string_body> parser;
       parser.header_limit(kHeaderLimit);
-      parser.body_limit(maxBody);
+      const std::shared_ptr<const ProxyConfig> current = routes;
+      parser.body_limit(current->largestBody());
       stream.expires_after(config.idleTimeout);
       co_await http::async_read_header(stream, buffer, parser,
                                        net::redirect_error(use_awaitable, ec));
@@ -643,7 +648,7 @@ struct ProxyServer::State {
       const std::string_view target = header.target();
       const std::string_view path = target.substr(0, target.find('?'));
       std::map<std::string, std::string> params;
-      const Route* route = config.find(header.method_string(), path, params);
+      const Route* route = current->find(header.method_string(), path, params);
       // The header was read under the largest route's limit: a declared length is checked
       // against this route's now, a chunked body as it arrives.
       if (route != nullptr) {
@@ -659,10 +664,11 @@ struct ProxyServer::State {
       bool close = false;
       const bool unread = ec == http::error::body_limit;  // the client may still be sending it
       if (ec == http::error::body_limit) {
-        res = problem(http::status::payload_too_large, "body-too-large", "The body is too large",
-                      "route '" + (route ? route->name : std::string("?")) + "' takes at most " +
-                          std::to_string(route ? route->maxBody : maxBody) + " bytes",
-                      header.version(), false);
+        res =
+            problem(http::status::payload_too_large, "body-too-large", "The body is too large",
+                    "route '" + (route ? route->name : std::string("?")) + "' takes at most " +
+                        std::to_string(route ? route->maxBody : current->largestBody()) + " bytes",
+                    header.version(), false);
         close = true;
       } else if (ec) {
         break;
@@ -680,7 +686,7 @@ struct ProxyServer::State {
       } else {
         stream.expires_never();
         try {
-          res = co_await handle(*route, params, parser.get());
+          res = co_await handle(*current, *route, params, parser.get());
         } catch (const std::exception& e) {
           log(std::string("request failed: ") + e.what());
           res = problem(http::status::internal_server_error, "internal", "Internal error", e.what(),
@@ -701,6 +707,29 @@ struct ProxyServer::State {
     stream.socket().shutdown(tcp::socket::shutdown_both, ec);
   }
 
+  // SIGHUP: the file read again. Its routes (and caller_header) replace the running ones; a file
+  // that does not parse changes nothing. Requests in flight finish on the routes they began with.
+  void reload() {
+    if (configPath.empty()) return;
+    ProxyConfig next;
+    try {
+      next = loadProxyConfig(configPath);
+    } catch (const std::exception& e) {
+      log(std::string("reload refused, the routes stay as they were: ") + e.what());
+      return;
+    }
+    if (next.listenAddress != config.listenAddress || next.listenPort != config.listenPort ||
+        (!next.dsn.empty() && next.dsn != config.dsn) ||
+        next.databaseWorkers != config.databaseWorkers ||
+        next.databaseQueue != config.databaseQueue || next.idleTimeout != config.idleTimeout) {
+      log("reload: listen, database and idle_timeout changes take effect at the next start");
+    }
+    for (const auto& r : next.routes) metrics.addRoute(r.name);
+    resolved.clear();
+    routes = std::make_shared<const ProxyConfig>(std::move(next));
+    log("reloaded " + configPath + ": " + std::to_string(routes->routes.size()) + " route(s)");
+  }
+
   awaitable<void> accept(tcp::acceptor& acceptor) {
     for (;;) {
       beast::error_code ec;
@@ -714,7 +743,8 @@ struct ProxyServer::State {
   }
 };
 
-ProxyServer::ProxyServer(ProxyConfig config) : state_(std::make_unique<State>(std::move(config))) {}
+ProxyServer::ProxyServer(ProxyConfig config, std::string configPath)
+    : state_(std::make_unique<State>(std::move(config), std::move(configPath))) {}
 
 ProxyServer::~ProxyServer() {
   state_->pool.join();
@@ -736,8 +766,17 @@ int ProxyServer::run() {
   }
   log("listening on " + s.config.listenAddress + ":" +
       std::to_string(acceptor.local_endpoint().port()) + ", " +
-      std::to_string(s.config.routes.size()) + " route(s)");
+      std::to_string(s.routes->routes.size()) + " route(s)");
   net::co_spawn(s.ioc, s.accept(acceptor), net::detached);
+  net::signal_set hangup(s.ioc, SIGHUP);
+  std::function<void()> onHangup = [&] {
+    hangup.async_wait([&](const beast::error_code& ec, int) {
+      if (ec) return;
+      s.reload();
+      onHangup();
+    });
+  };
+  onHangup();
   net::signal_set signals(s.ioc, SIGINT, SIGTERM);
   signals.async_wait([&](const beast::error_code& ec, int) {
     if (ec) return;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <utility>  // std::exchange, which Boost 1.74's asio/awaitable.hpp uses without it
 
 #include "proxy_config.hpp"
@@ -14,12 +15,14 @@ namespace idem::proxy {
 
 class ProxyServer {
  public:
-  explicit ProxyServer(ProxyConfig config);
+  // `configPath`: the file SIGHUP reads again for new routes ("" : no reload).
+  ProxyServer(ProxyConfig config, std::string configPath = {});
   ~ProxyServer();
   ProxyServer(const ProxyServer&) = delete;
   ProxyServer& operator=(const ProxyServer&) = delete;
 
   // Serves until SIGINT or SIGTERM: then accepts nothing more and finishes what is in flight.
+  // SIGHUP reloads the routes.
   // Returns the process's exit code.
   int run();
 

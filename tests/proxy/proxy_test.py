@@ -16,6 +16,7 @@ import http.server
 import json
 import pathlib
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -94,7 +95,7 @@ class UpstreamHandler(http.server.BaseHTTPRequestHandler):
 class Proxy:
     def __init__(self, binary: str, dsn: str, upstream_port: int, work: pathlib.Path, caller_header: str = ""):
         self.port = free_port()
-        config = work / f"proxy-{self.port}.yml"
+        config = self.config = work / f"proxy-{self.port}.yml"
         config.write_text(f"""
 listen: 127.0.0.1:{self.port}
 {f"caller_header: {caller_header}" if caller_header else ""}
@@ -371,6 +372,29 @@ def main() -> int:
         check(all(statuses.get(o) == "SUCCESS" for o in orders if o not in lost), "every other order is SUCCESS")
         check(all(refused_retries[o] == 3 for o in lost),
               "each retry of a lost answer (3 an order, from http, framework and llm) got 409 outcome-unknown")
+
+        # SIGHUP reads the routes again; a file that does not parse changes nothing.
+        original = proxy.config.read_text()
+        proxy.config.write_text(original + f"""  - name: charge-again
+    path: /again/{{order_id}}
+    upstream: http://127.0.0.1:{upstream.server_address[1]}/charges
+    biz_type: payment
+    biz_id: path:order_id
+""")
+        proxy.process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        status = 404
+        while status == 404 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            status, _, _ = proxy.post("/again/o-reloaded", {"amount_minor": 3}, key_header(str(uuid.uuid4())))
+        check(status == 201 and upstream.charges["o-reloaded"] == 1, f"a route added by SIGHUP serves ({status})")
+        proxy.config.write_text("routes: [")
+        proxy.process.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        status, _, _ = proxy.post("/again/o-kept", {"amount_minor": 3}, key_header(str(uuid.uuid4())))
+        log = pathlib.Path(proxy.log.name).read_text()
+        check(status == 201 and "reload refused" in log, f"a broken file on SIGHUP keeps the routes ({status})")
+        proxy.config.write_text(original)
 
         # Keep-alive: several requests on one connection.
         conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
