@@ -22,6 +22,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
+#include <set>
 
 #include "idem/database_error.hpp"
 #include "idem/hex.hpp"
@@ -183,7 +184,6 @@ struct ProxyServer::State {
   const ProxyConfig config;
   const std::string configPath;
   std::shared_ptr<const ProxyConfig> routes;
-  net::io_context ioc{1};
   net::thread_pool pool;
   SessionStack database;
   ProxyMetrics metrics;
@@ -191,6 +191,11 @@ struct ProxyServer::State {
   std::atomic<bool> stopping{false};
   int sessions = 0;
   std::map<std::string, tcp::resolver::results_type> resolved;  // by route
+  // Connections waiting for their next request: a stop closes them at once.
+  std::set<beast::tcp_stream*> idle;
+  // Last, so destroyed first: coroutines still suspended in it when the server stops are
+  // destroyed while the members their locals refer to (metrics, counters) still exist.
+  net::io_context ioc{1};
 
   // Runs `fn(ProtocolClient&)` on a database worker and resumes the caller with its result. More
   // than `databaseQueue` calls waiting: DatabaseUnavailable at once, so a slow database turns into
@@ -641,8 +646,10 @@ struct ProxyServer::State {
       const std::shared_ptr<const ProxyConfig> current = routes;
       parser.body_limit(current->largestBody());
       stream.expires_after(config.idleTimeout);
+      idle.insert(&stream);
       co_await http::async_read_header(stream, buffer, parser,
                                        net::redirect_error(use_awaitable, ec));
+      idle.erase(&stream);
       if (ec) break;
       const auto& header = parser.get();
       const std::string_view target = header.target();
@@ -783,6 +790,7 @@ int ProxyServer::run() {
     log("stopping: no new connections; requests in flight finish");
     s.stopping = true;
     acceptor.close();
+    for (auto* stream : s.idle) stream->cancel();
     net::co_spawn(
         s.ioc,
         [&s]() -> awaitable<void> {

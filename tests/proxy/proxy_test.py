@@ -426,8 +426,14 @@ def main() -> int:
         got = series("idemwatch_proxy_upstream_duration_seconds_count", route="charge")
         check(res.status == 200 and got is not None and got >= 8,
               f"/metrics has the upstream's latency by route ({got} observations)")
+        # A connection kept alive between requests does not hold a stop up.
+        idle = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        idle.request("GET", "/metrics")
+        idle.getresponse().read()
     finally:
+        stopping = time.monotonic()
         code = proxy.stop()
+        stop_seconds = time.monotonic() - stopping
         upstream.shutdown()
         db.close()
 
@@ -443,6 +449,7 @@ def main() -> int:
         down.stop()
         upstream.shutdown()
     check(code == 0, f"the proxy stops cleanly on SIGTERM (exit {code})")
+    check(stop_seconds < 5, f"an idle kept-alive connection does not hold the stop up ({stop_seconds:.1f} s)")
 
     # Keys scoped to the caller a front door names: the same key of two callers is two requests.
     scoped = Proxy(args.proxy, args.dsn, upstream.server_address[1], work, caller_header="X-Caller")
