@@ -178,6 +178,19 @@ def main() -> int:
     parser.add_argument("--dsn", required=True)
     args = parser.parse_args()
     work = pathlib.Path(tempfile.mkdtemp(prefix="idemwatch-proxy-test-"))
+
+    # A mistake in the routes stops the proxy at start, naming the field.
+    for text, named in [("routes:\n  - path: /c/{id}\n    upstream: http://127.0.0.1:1\n    biz_type: payment\n"
+                         "    biz_id: path:order\n", "path parameter 'order'"),
+                        ("routes:\n  - path: /c\n    upstream: ftp://x\n    biz_type: payment\n    biz_id: body:/id\n",
+                         "is not an http:// URL"),
+                        ("routes: [", "not YAML")]:
+        bad = work / "bad.yml"
+        bad.write_text(text)
+        run = subprocess.run([args.proxy, "--config.file", str(bad), "--db.dsn", args.dsn],
+                             stderr=subprocess.PIPE, text=True, timeout=20)
+        check(run.returncode != 0 and named in run.stderr,
+              f"a bad route file is refused at start naming the problem ({run.returncode}: {run.stderr.strip()})")
     upstream = Upstream()
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     proxy = Proxy(args.proxy, args.dsn, upstream.server_address[1], work)
