@@ -20,6 +20,8 @@ esac
 source "$here/../scripts/lib/pg.sh"
 # shellcheck source=../scripts/lib/python.sh
 source "$here/../scripts/lib/python.sh"
+# shellcheck source=../scripts/lib/node.sh
+source "$here/../scripts/lib/node.sh"
 mkdir -p "$work"
 
 suffix="$$_$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
@@ -92,22 +94,13 @@ run_python() {
 run_typescript() {
   # Built in WORK_DIR (the build tree), never in the checkout: concurrent runs from other build
   # trees must not share node_modules or dist.
-  local src=$here/typescript dst=$work/typescript tool
-  for tool in node npm; do
-    command -v "$tool" >/dev/null || {
-      echo "$tool not found (Debian: apt-get install nodejs npm)" >&2
-      return 1
-    }
-  done
+  local src=$here/typescript dst=$work/typescript
   mkdir -p "$dst"
   rm -rf "$dst/src" "$dst/test" "$dst/examples" "$dst/bench" "$dst/dist"
   cp -R "$src/src" "$src/test" "$src/examples" "$src/bench" "$src/package.json" \
     "$src/package-lock.json" "$src/tsconfig.json" "$dst/"
+  node_install "$dst"
   cd "$dst"
-  if ! cmp -s package-lock.json node_modules/.idemwatch-lock 2>/dev/null; then
-    npm ci --no-audit --no-fund --loglevel=error
-    cp package-lock.json node_modules/.idemwatch-lock
-  fi
   node_modules/.bin/tsc -p tsconfig.json
   if [ -n "${IDEMWATCH_CLIENT_BENCH:-}" ]; then
     node dist/bench/overhead.js "$IDEMWATCH_CLIENT_BENCH"

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
@@ -74,6 +75,51 @@ Upstream parseUpstream(const std::string& url, const std::string& where) {
   return u;
 }
 
+void checkPointer(const std::string& pointer, const std::string& where) {
+  if (pointer.empty() || pointer.front() != '/') {
+    refuse(where, "takes a JSON pointer such as /order_id, not '" + pointer + "'");
+  }
+  try {
+    const nlohmann::json::json_pointer parsed(pointer);
+  } catch (const nlohmann::json::exception&) {
+    refuse(where, "'" + pointer + "' is not a JSON pointer (RFC 6901)");
+  }
+}
+
+std::map<std::string, McpTool> parseMcpTools(const YAML::Node& mcp, const std::string& where) {
+  if (!mcp.IsMap() || !mcp["tools"] || !mcp["tools"].IsSequence() || mcp["tools"].size() == 0) {
+    refuse(where, "mcp takes 'tools', a list of the tools whose calls are claimed");
+  }
+  std::map<std::string, McpTool> tools;
+  for (std::size_t i = 0; i < mcp["tools"].size(); ++i) {
+    const auto& node = mcp["tools"][i];
+    const std::string at = where + ": mcp.tools[" + std::to_string(i) + "]";
+    if (!node.IsMap()) refuse(at, "a tool is a mapping");
+    McpTool t;
+    for (const char* field : {"name", "biz_type", "biz_id"}) {
+      if (!node[field] || node[field].as<std::string>().empty())
+        refuse(at, std::string("'") + field + "' is required");
+    }
+    t.name = node["name"].as<std::string>();
+    t.bizType = node["biz_type"].as<std::string>();
+    t.bizIdPointer = node["biz_id"].as<std::string>();
+    checkPointer(t.bizIdPointer, at + ": biz_id (into the call's arguments)");
+    t.tool = node["tool"] ? node["tool"].as<std::string>() : t.name;
+    if (node["key_from_arguments"]) {
+      if (!node["key_from_arguments"].IsSequence() || node["key_from_arguments"].size() == 0)
+        refuse(at, "key_from_arguments lists argument names");
+      for (const auto& f : node["key_from_arguments"])
+        t.keyFromArguments.push_back(f.as<std::string>());
+    }
+    if (node["lease"])
+      t.lease = duration(node["lease"], at + ": lease", std::chrono::milliseconds{0});
+    const std::string name = t.name;
+    if (!tools.emplace(name, std::move(t)).second)
+      refuse(at, "tool '" + name + "' is listed twice");
+  }
+  return tools;
+}
+
 Route parseRoute(const YAML::Node& node, std::size_t index) {
   const std::string at = "routes[" + std::to_string(index) + "]";
   if (!node.IsMap()) refuse(at, "a route is a mapping");
@@ -99,27 +145,36 @@ Route parseRoute(const YAML::Node& node, std::size_t index) {
   }
   r.upstream = parseUpstream(required("upstream"), where + ": upstream");
   if (node["key_required"]) r.keyRequired = node["key_required"].as<bool>();
-  r.bizType = required("biz_type");
-  const std::string bizId = required("biz_id");
-  if (bizId.rfind("path:", 0) == 0) {
-    r.bizIdParameter = bizId.substr(5);
-    const auto segs = segments(r.path);
-    const bool named = std::any_of(segs.begin(), segs.end(), [&](std::string_view s) {
-      return isParameter(s) && s.substr(1, s.size() - 2) == *r.bizIdParameter;
-    });
-    if (!named)
-      refuse(where,
-             "biz_id names path parameter '" + *r.bizIdParameter + "', which the path lacks");
-  } else if (bizId.rfind("body:", 0) == 0) {
-    r.bizIdPointer = bizId.substr(5);
-    if (r.bizIdPointer->empty() || r.bizIdPointer->front() != '/') {
-      refuse(where, "biz_id 'body:' takes a JSON pointer such as body:/order_id");
+  r.lease = duration(node["lease"], where + ": lease", r.lease);
+  if (node["mcp"]) {
+    r.mcpTools = parseMcpTools(node["mcp"], where);
+    // GET opens a server-sent stream this proxy does not relay (answered 405); DELETE ends a
+    // session and passes through.
+    if (!node["methods"]) r.methods = {"POST", "GET", "DELETE"};
+    for (const char* field : {"biz_type", "biz_id", "tool"}) {
+      if (node[field])
+        refuse(where, std::string("an MCP route sets '") + field + "' per tool, under mcp.tools");
     }
   } else {
-    refuse(where, "biz_id is 'path:NAME' or 'body:/json/pointer', not '" + bizId + "'");
+    r.bizType = required("biz_type");
+    const std::string bizId = required("biz_id");
+    if (bizId.rfind("path:", 0) == 0) {
+      r.bizIdParameter = bizId.substr(5);
+      const auto segs = segments(r.path);
+      const bool named = std::any_of(segs.begin(), segs.end(), [&](std::string_view s) {
+        return isParameter(s) && s.substr(1, s.size() - 2) == *r.bizIdParameter;
+      });
+      if (!named)
+        refuse(where,
+               "biz_id names path parameter '" + *r.bizIdParameter + "', which the path lacks");
+    } else if (bizId.rfind("body:", 0) == 0) {
+      r.bizIdPointer = bizId.substr(5);
+      checkPointer(*r.bizIdPointer, where + ": biz_id 'body:'");
+    } else {
+      refuse(where, "biz_id is 'path:NAME' or 'body:/json/pointer', not '" + bizId + "'");
+    }
   }
   r.tool = node["tool"] ? node["tool"].as<std::string>() : r.name;
-  r.lease = duration(node["lease"], where + ": lease", r.lease);
   r.upstreamTimeout =
       duration(node["upstream_timeout"], where + ": upstream_timeout", r.upstreamTimeout);
   if (node["max_body"]) {
@@ -201,6 +256,13 @@ ProxyConfig parseProxyConfig(const std::string& yamlText) {
       if (c.databaseQueue < 1) refuse("database.queue", "at least 1");
     }
     c.idleTimeout = duration(root["idle_timeout"], "idle_timeout", c.idleTimeout);
+    for (auto [field, target] :
+         {std::pair{"agent_header", &c.agentHeader}, std::pair{"trace_header", &c.traceHeader}}) {
+      if (root[field]) {
+        *target = root[field].as<std::string>();
+        if (target->empty()) refuse(field, "names a request field, or is left out");
+      }
+    }
     if (root["caller_header"]) {
       c.callerHeader = root["caller_header"].as<std::string>();
       if (c.callerHeader.empty()) refuse("caller_header", "names a request field, or is left out");

@@ -20,6 +20,18 @@ struct Upstream {
   std::string basePath;  // prefixed to the request's target; no trailing '/'
 };
 
+// A tool of an MCP server whose `tools/call` requests are claimed. Its key is the call's
+// params._meta["io.idemwatch/idempotencyKey"], else (when `keyFromArguments` names fields) the
+// canonical JSON of those arguments.
+struct McpTool {
+  std::string name;  // the MCP tool's name, as tools/list gives it
+  std::string bizType;
+  std::string bizIdPointer;  // a JSON pointer into the call's arguments
+  std::string tool;          // the record's tool; default: the MCP tool's name
+  std::vector<std::string> keyFromArguments;
+  std::optional<std::chrono::milliseconds> lease;  // default: the route's
+};
+
 struct Route {
   std::string name;
   std::string path;  // a pattern: literal segments and {parameter} segments
@@ -37,6 +49,9 @@ struct Route {
   // Upstream statuses that the upstream documents as "not executed" (a 503 refusal): the record
   // fails with a retry allowed. Every other 5xx is an unknown outcome.
   std::set<int> notExecutedStatuses;
+  // Set: the route is a Streamable HTTP MCP endpoint. Its tools/call requests for these tools are
+  // claimed; every other JSON-RPC message passes through unclaimed.
+  std::optional<std::map<std::string, McpTool>> mcpTools;
 
   // The path parameters when `target` (path, no query) matches the pattern.
   std::optional<std::map<std::string, std::string>> match(std::string_view target) const;
@@ -53,6 +68,11 @@ struct ProxyConfig {
   // it (an API gateway, a TLS terminator checking client certificates). Set: every request must
   // carry it, and keys are the caller's own. Empty: one caller.
   std::string callerHeader;
+  // The request field naming the agent that sent the request (attempts.agent_id), if any; and the
+  // one carrying the trace (attempts.trace_id): a W3C traceparent's trace id, or any other
+  // field's value whole.
+  std::string agentHeader;
+  std::string traceHeader = "traceparent";
   std::vector<Route> routes;
 
   // The largest max_body of any route: the limit before a request's route is known.

@@ -23,12 +23,14 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <set>
+#include <unordered_set>
 
 #include "idem/database_error.hpp"
 #include "idem/hex.hpp"
 #include "idem/protocol_client.hpp"
 #include "idem/vocabulary.hpp"
 #include "idempotency_key.hpp"
+#include "mcp.hpp"
 #include "proxy_metrics.hpp"
 #include "stored_response.hpp"
 
@@ -121,6 +123,7 @@ std::string_view resultOfProblem(std::string_view slug, http::status status) {
       {"failed", "refused"},
       {"completed-without-response", "refused"},
       {"invalid-idempotency-key", "invalid"},
+      {"invalid-mcp-call", "invalid"},
       {"idempotency-key-missing", "invalid"},
       {"business-object-missing", "invalid"},
       {"invalid-trigger", "invalid"},
@@ -139,6 +142,35 @@ std::string_view resultOfProblem(std::string_view slug, http::status status) {
   return it == kResults.end() ? std::string_view{} : it->second;
 }
 
+// Printable ASCII; a space too when `space`.
+bool printable(std::string_view text, bool space = false) {
+  return std::all_of(text.begin(), text.end(), [space](unsigned char c) {
+    return (c > 0x20 && c < 0x7f) || (space && c == 0x20);
+  });
+}
+
+// The keys this proxy claimed lately, so that a repeat whose client names no trigger counts as
+// http rather than initial. Only a hint for the retry figures: a restart or a second proxy
+// forgets. Bounded: two generations of at most kRecentKeys hashes.
+class RecentKeys {
+ public:
+  static constexpr std::size_t kRecentKeys = 1 << 16;
+  bool seen(const std::string& key) const {
+    const auto h = std::hash<std::string>{}(key);
+    return current_.contains(h) || previous_.contains(h);
+  }
+  void remember(const std::string& key) {
+    if (current_.size() >= kRecentKeys) {
+      previous_ = std::move(current_);
+      current_.clear();
+    }
+    current_.insert(std::hash<std::string>{}(key));
+  }
+
+ private:
+  std::unordered_set<std::size_t> current_, previous_;
+};
+
 Response problem(http::status status, std::string_view slug, std::string_view title,
                  const std::string& detail, unsigned version, bool keepAlive) {
   Response res{status, version};
@@ -152,6 +184,51 @@ Response problem(http::status status, std::string_view slug, std::string_view ti
   res.set(kResultField, resultOfProblem(slug, status));
   res.keep_alive(keepAlive);
   res.prepare_payload();
+  return res;
+}
+
+// How the answers of a claimed request are shaped: problem+json for an HTTP route; for an MCP
+// tool call, a JSON-RPC response under the call's id (a tool result with isError set, which the
+// model reads, or a JSON-RPC error for a malformed call), as JSON or as an event stream.
+struct Dialect {
+  const McpToolCall* mcp = nullptr;
+  bool stream = false;
+};
+
+Response mcpResponse(const Dialect& d, std::string_view member, const nlohmann::json& value,
+                     unsigned version, bool keepAlive) {
+  Response res{http::status::ok, version};
+  res.set(http::field::content_type, d.stream ? "text/event-stream" : "application/json");
+  res.set(http::field::server, "idemwatch-proxy");
+  res.body() = encodeAnswer(d.mcp->id, member, value, d.stream);
+  res.keep_alive(keepAlive);
+  res.prepare_payload();
+  return res;
+}
+
+Response refusal(const Dialect& d, http::status status, std::string_view slug,
+                 std::string_view title, const std::string& detail, const Request& req) {
+  if (d.mcp == nullptr) {
+    return problem(status, slug, title, detail, req.version(), req.keep_alive());
+  }
+  const std::string result(resultOfProblem(slug, status));
+  const std::string type = "urn:idemwatch:problem:" + std::string(slug);
+  Response res;
+  if (result == "invalid") {
+    res = mcpResponse(d, "error",
+                      {{"code", -32602},
+                       {"message", std::string(title) + ": " + detail},
+                       {"data", {{"type", type}}}},
+                      req.version(), req.keep_alive());
+  } else {
+    res = mcpResponse(
+        d, "result",
+        {{"content", {{{"type", "text"}, {"text", std::string(title) + ": " + detail}}}},
+         {"isError", true},
+         {"_meta", {{"io.idemwatch/problem", type}}}},
+        req.version(), req.keep_alive());
+  }
+  res.set(kResultField, result);
   return res;
 }
 
@@ -193,6 +270,7 @@ struct ProxyServer::State {
   std::map<std::string, tcp::resolver::results_type> resolved;  // by route
   // Connections waiting for their next request: a stop closes them at once.
   std::set<beast::tcp_stream*> idle;
+  RecentKeys recent;  // only the io thread touches it
   // Last, so destroyed first: coroutines still suspended in it when the server stops are
   // destroyed while the members their locals refer to (metrics, counters) still exist.
   net::io_context ioc{1};
@@ -347,33 +425,50 @@ struct ProxyServer::State {
                       result.reason, req.version(), req.keep_alive());
   }
 
-  awaitable<Response> replay(const BeginResult& begun, const Request& req) {
+  awaitable<Response> replay(const BeginResult& begun, const Request& req, const Dialect& d) {
     const bool keepAlive = req.keep_alive();
     const std::string& payload = begun.responsePayload.value_or("{}");
-    std::optional<Response> stored;
-    if (begun.status == RecordStatus::Success) {
-      stored = decodeStoredResponse(payload, req.version());
-    } else {
-      // A final failure replays {"error": <what fail() recorded>}: the upstream's answer when
-      // this proxy recorded it, else a person's or the evidence's reason.
+    // What the record keeps: the upstream's answer as stored_response.hpp encodes it or, for an
+    // MCP tool call, {"result": ...} or {"error": ...}. A final failure keeps it as the text of
+    // {"error": <what fail() recorded>}, or a person's or the evidence's reason.
+    std::string kept = payload;
+    if (begun.status != RecordStatus::Success) {
       const auto doc = nlohmann::json::parse(payload, nullptr, false);
-      if (doc.is_object() && doc.contains("error") && doc["error"].is_string()) {
-        stored = decodeStoredResponse(doc["error"].get<std::string>(), req.version());
-        if (!stored) {
-          co_return problem(
-              http::status::conflict, "failed", "The request failed finally",
-              "this key's request failed and may not run again: " + doc["error"].get<std::string>(),
-              req.version(), keepAlive);
-        }
+      if (!doc.is_object() || !doc.contains("error") || !doc["error"].is_string()) {
+        kept.clear();
+      } else {
+        kept = doc["error"].get<std::string>();
       }
     }
+    if (d.mcp != nullptr) {
+      auto doc = nlohmann::json::parse(kept, nullptr, false);
+      if (doc.is_object() && doc.contains("result") && doc["result"].is_object()) {
+        auto result = doc["result"];
+        result["_meta"]["io.idemwatch/replayed"] = true;
+        auto res = mcpResponse(d, "result", result, req.version(), keepAlive);
+        res.set("Idempotent-Replayed", "true");
+        res.set(kResultField, "replayed");
+        co_return res;
+      }
+      if (doc.is_object() && doc.contains("error")) {
+        auto res = mcpResponse(d, "error", doc["error"], req.version(), keepAlive);
+        res.set("Idempotent-Replayed", "true");
+        res.set(kResultField, "replayed");
+        co_return res;
+      }
+    }
+    std::optional<Response> stored = decodeStoredResponse(kept, req.version());
+    if (!stored && begun.status != RecordStatus::Success && !kept.empty()) {
+      co_return refusal(d, http::status::conflict, "failed", "The request failed finally",
+                        "this key's request failed and may not run again: " + kept, req);
+    }
     if (!stored) {
-      co_return problem(http::status::conflict, "completed-without-response",
+      co_return refusal(d, http::status::conflict, "completed-without-response",
                         "The request completed; its answer was not recorded",
                         "this key's request is settled as " +
                             std::string(format(begun.status.value_or(RecordStatus::Success))) +
                             " by evidence or a person, without the upstream's answer",
-                        req.version(), keepAlive);
+                        req);
     }
     stored->set("Idempotent-Replayed", "true");
     stored->set(kResultField, "replayed");
@@ -398,10 +493,58 @@ struct ProxyServer::State {
     }
   }
 
+  // What an upstream's answer makes of the claim: the record's outcome and what it keeps.
+  struct Verdict {
+    enum class Kind { Complete, FailFinal, FailRetry, Unknown } kind;
+    std::string stored;  // complete's payload, fail's error
+    std::string reason;  // for Unknown: why
+  };
+
+  static Verdict judge(const Route& route, const Response& answer, const Dialect& d) {
+    const int status = static_cast<int>(answer.result_int());
+    if (status >= 500) {
+      if (route.notExecutedStatuses.contains(status)) {
+        return {Verdict::Kind::FailRetry, encodeStoredResponse(answer), {}};
+      }
+      return {Verdict::Kind::Unknown,
+              {},
+              "the upstream answered " + std::to_string(status) +
+                  ", which does not say whether it acted"};
+    }
+    if (status >= 400) return {Verdict::Kind::FailFinal, encodeStoredResponse(answer), {}};
+    if (d.mcp == nullptr) return {Verdict::Kind::Complete, encodeStoredResponse(answer), {}};
+    // An MCP tool call: the JSON-RPC answer decides. A tool result is the tool's own word
+    // (isError: it ran and refused, final); a JSON-RPC error that says the call was malformed
+    // or named no tool is final; any other error, or no readable answer, may hide an effect.
+    const auto type = answer.find(http::field::content_type);
+    const auto message = findAnswer(type == answer.end() ? std::string_view{} : type->value(),
+                                    answer.body(), d.mcp->id);
+    if (!message) {
+      return {Verdict::Kind::Unknown,
+              {},
+              "the MCP server answered " + std::to_string(status) +
+                  " without a JSON-RPC answer to the call"};
+    }
+    if (message->contains("result") && (*message)["result"].is_object()) {
+      const auto& result = (*message)["result"];
+      const nlohmann::json kept{{"result", result}};
+      const bool failed = result.value("isError", false) == true;
+      return {failed ? Verdict::Kind::FailFinal : Verdict::Kind::Complete, kept.dump(), {}};
+    }
+    const auto& error = message->value("error", nlohmann::json::object());
+    const int code = error.is_object() ? error.value("code", 0) : 0;
+    if (code == -32700 || code == -32600 || code == -32601 || code == -32602) {
+      return {Verdict::Kind::FailFinal, nlohmann::json{{"error", error}}.dump(), {}};
+    }
+    return {Verdict::Kind::Unknown,
+            {},
+            "the MCP server answered the call with JSON-RPC error " + std::to_string(code) +
+                ", which does not say whether the tool acted"};
+  }
+
   awaitable<Response> claimed(const Route& route, const Request& req, const std::string& key,
-                              const BeginResult& begun) {
+                              const BeginResult& begun, const Dialect& d) {
     const Claim claim{key, begun.version.value_or(0), begun.claimToken.value_or("")};
-    const bool keepAlive = req.keep_alive();
     const auto result = co_await callUpstream(route, req);
     using Kind = UpstreamResult::Kind;
     if (result.kind == Kind::NotSent) {
@@ -410,205 +553,316 @@ struct ProxyServer::State {
                       true);
       };
       co_await report("fail", call, key);
-      co_return problem(http::status::bad_gateway, "upstream-unreachable",
+      co_return refusal(d, http::status::bad_gateway, "upstream-unreachable",
                         "The upstream could not be reached",
-                        result.reason + "; nothing was sent, so the same key may be retried",
-                        req.version(), keepAlive);
+                        result.reason + "; nothing was sent, so the same key may be retried", req);
     }
-    if (result.kind == Kind::Ambiguous) {
-      const Report call = [&claim, &result](ProtocolClient& c) {
-        return c.markUnknown(claim.key, claim.version, result.reason, claim.token);
-      };
-      co_await report("mark_unknown", call, key);
-      co_return problem(http::status::gateway_timeout, "outcome-unknown", "The outcome is unknown",
-                        result.reason +
-                            "; the request may have been carried out. It will not be sent again: "
-                            "evidence or a person decides, and a retry of this key gets 409",
-                        req.version(), keepAlive);
+    const Verdict verdict = result.kind == Kind::Ambiguous
+                                ? Verdict{Verdict::Kind::Unknown, {}, result.reason}
+                                : judge(route, result.response, d);
+    switch (verdict.kind) {
+      case Verdict::Kind::Unknown: {
+        const Report call = [&claim, &verdict](ProtocolClient& c) {
+          return c.markUnknown(claim.key, claim.version, verdict.reason, claim.token);
+        };
+        co_await report("mark_unknown", call, key);
+        co_return refusal(d,
+                          result.kind == Kind::Ambiguous ? http::status::gateway_timeout
+                                                         : http::status::bad_gateway,
+                          "outcome-unknown", "The outcome is unknown",
+                          verdict.reason +
+                              "; the request may have been carried out. It will not be sent "
+                              "again: evidence or a person decides, and a retry of this key is "
+                              "refused",
+                          req);
+      }
+      case Verdict::Kind::FailFinal:
+      case Verdict::Kind::FailRetry: {
+        const bool retry = verdict.kind == Verdict::Kind::FailRetry;
+        const Report call = [&claim, &verdict, retry](ProtocolClient& c) {
+          return c.fail(claim.key, claim.version, verdict.stored, claim.token, retry);
+        };
+        co_await report("fail", call, key);
+        break;
+      }
+      case Verdict::Kind::Complete: {
+        const Report call = [&claim, &verdict](ProtocolClient& c) {
+          return c.complete(claim.key, claim.version, verdict.stored, claim.token);
+        };
+        co_await report("complete", call, key);
+        break;
+      }
     }
-    const int status = static_cast<int>(result.response.result_int());
-    const std::string stored = encodeStoredResponse(result.response);
-    if (status >= 500 && !route.notExecutedStatuses.contains(status)) {
-      const Report call = [&claim, status](ProtocolClient& c) {
-        return c.markUnknown(claim.key, claim.version,
-                             "the upstream answered " + std::to_string(status), claim.token);
-      };
-      co_await report("mark_unknown", call, key);
-      co_return problem(http::status::bad_gateway, "outcome-unknown", "The outcome is unknown",
-                        "the upstream answered " + std::to_string(status) +
-                            ", which does not say whether it acted. It will not be sent again: "
-                            "evidence or a person decides, and a retry of this key gets 409",
-                        req.version(), keepAlive);
+    co_return relay(result.response, req.version(), req.keep_alive());
+  }
+
+  // What every claimed request shares: its scope (the route's `scope` and the caller, prefixed to
+  // `begin.key`), why it was
+  // sent, its agent and its trace. An answer when the request cannot be claimed.
+  std::optional<Response> describe(const ProxyConfig& current, const Request& req, const Dialect& d,
+                                   const std::string& scope, BeginRequest& begin) {
+    std::string prefix = scope;
+    if (!current.callerHeader.empty()) {
+      const auto caller = req.find(current.callerHeader);
+      if (caller == req.end() || caller->value().empty()) {
+        return refusal(d, http::status::unauthorized, "caller-missing", "No caller",
+                       "this proxy scopes keys to the caller named in " + current.callerHeader +
+                           ", which the request lacks",
+                       req);
+      }
+      const std::string_view name = caller->value();
+      if (!printable(name)) {
+        return refusal(
+            d, http::status::bad_request, "caller-invalid", "Invalid caller",
+            current.callerHeader + " holds a space or a character outside printable ASCII", req);
+      }
+      prefix += std::string(name) + " ";
     }
-    if (status >= 400) {
-      const bool retry = status >= 500;  // a status the route says means "not executed"
-      const Report call = [&claim, &stored, retry](ProtocolClient& c) {
-        return c.fail(claim.key, claim.version, stored, claim.token, retry);
-      };
-      co_await report("fail", call, key);
+    begin.key = prefix + begin.key;
+    if (auto trigger = req.find("Idempotency-Trigger"); trigger != req.end()) {
+      const auto named = tryParse<TriggerSource>(trigger->value());
+      if (!named) {
+        return refusal(d, http::status::bad_request, "invalid-trigger",
+                       "Invalid Idempotency-Trigger",
+                       "Idempotency-Trigger is one of " + spellings<TriggerSource>() + ", not '" +
+                           std::string(trigger->value()) + "'",
+                       req);
+      }
+      begin.source = *named;
     } else {
-      const Report call = [&claim, &stored](ProtocolClient& c) {
-        return c.complete(claim.key, claim.version, stored, claim.token);
-      };
-      co_await report("complete", call, key);
+      // Unnamed: the first request of a key is initial, a repeat this proxy saw is http.
+      begin.source = recent.seen(begin.key) ? TriggerSource::Http : TriggerSource::Initial;
     }
-    co_return relay(result.response, req.version(), keepAlive);
+    if (!current.agentHeader.empty()) {
+      if (auto agent = req.find(current.agentHeader);
+          agent != req.end() && !agent->value().empty()) {
+        begin.agentId = std::string(agent->value().substr(0, 255));
+      }
+    }
+    if (auto trace = req.find(current.traceHeader); trace != req.end()) {
+      const std::string_view value = trace->value();
+      if (beast::iequals(current.traceHeader, "traceparent")) {
+        // version-traceid-parentid-flags: the trace id is what the console searches by.
+        const auto first = value.find('-');
+        if (first != std::string_view::npos && value.size() >= first + 33) {
+          begin.traceId = std::string(value.substr(first + 1, 32));
+        }
+      } else if (!value.empty()) {
+        begin.traceId = std::string(value.substr(0, 255));
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Claims `begin` and answers by its outcome: an executed claim goes upstream once.
+  awaitable<Response> claim(const Route& route, const Request& req, const BeginRequest& begin,
+                            const Dialect& d) {
+    BeginResult begun;
+    try {
+      const auto call = [&begin](ProtocolClient& c) { return c.begin(begin); };
+      begun = co_await onDatabase<BeginResult>(call);
+    } catch (const DatabaseUnavailable& e) {
+      co_return refusal(
+          d, http::status::service_unavailable, "database-unavailable",
+          "The idempotency store is unavailable",
+          std::string(e.what()) + "; nothing was claimed or sent upstream, retry later", req);
+    } catch (const DatabaseError& e) {
+      co_return refusal(d, http::status::bad_request, "refused-by-store", "The request was refused",
+                        e.what(), req);
+    }
+    recent.remember(begin.key);
+    switch (begun.outcome) {
+      case Outcome::Executed:
+        co_return co_await claimed(route, req, begin.key, begun, d);
+      case Outcome::Replayed:
+        co_return co_await replay(begun, req, d);
+      case Outcome::InProgress:
+        if (begun.status == RecordStatus::Unknown) {
+          co_return refusal(d, http::status::conflict, "outcome-unknown", "The outcome is unknown",
+                            "this key's request may have been carried out; it will not be sent "
+                            "again until evidence or a person decides",
+                            req);
+        } else {
+          const auto seconds = std::max<long long>(
+              1, std::chrono::duration_cast<std::chrono::seconds>(begin.lease).count());
+          auto res = refusal(d, http::status::conflict, "request-in-progress",
+                             "A request with this key is in progress",
+                             "wait for it to finish (at most " + std::to_string(seconds) +
+                                 " s), then retry with the same key",
+                             req);
+          res.set(http::field::retry_after, std::to_string(seconds));
+          co_return res;
+        }
+      case Outcome::PayloadMismatch:
+        co_return refusal(d, http::status::unprocessable_entity, "payload_mismatch",
+                          "The key was used for another request",
+                          "this idempotency key was first sent with a different request; use a "
+                          "new key for a new request",
+                          req);
+      case Outcome::Rejected:
+        co_return refusal(d, http::status::conflict, "business-object-taken",
+                          "The business object is taken",
+                          "business object '" + begin.bizId +
+                              "' succeeded, is in flight, or its side effect is recorded under "
+                              "another key",
+                          req);
+      case Outcome::Retired:
+        co_return refusal(d, http::status::conflict, "key-retired", "The key was used",
+                          "this key was used and its record removed by retention; it does not run "
+                          "again",
+                          req);
+    }
+    co_return refusal(d, http::status::internal_server_error, "internal", "Unexpected outcome",
+                      "the store answered an outcome this proxy does not know", req);
   }
 
   awaitable<Response> handle(const ProxyConfig& current, const Route& route,
                              const std::map<std::string, std::string>& params, const Request& req) {
-    const bool keepAlive = req.keep_alive();
+    if (route.mcpTools) co_return co_await handleMcp(current, route, req);
+    const Dialect plain;
     std::vector<std::string_view> keyFields;
     for (auto [it, end] = req.equal_range("Idempotency-Key"); it != end; ++it) {
       keyFields.push_back(it->value());
     }
     const auto parsed = parseIdempotencyKey(keyFields);
     if (const auto* error = std::get_if<KeyError>(&parsed)) {
-      co_return problem(http::status::bad_request, "invalid-idempotency-key",
-                        "Invalid Idempotency-Key", error->reason, req.version(), keepAlive);
+      co_return refusal(plain, http::status::bad_request, "invalid-idempotency-key",
+                        "Invalid Idempotency-Key", error->reason, req);
     }
     if (std::holds_alternative<std::monostate>(parsed)) {
       if (route.keyRequired) {
-        co_return problem(http::status::bad_request, "idempotency-key-missing",
+        co_return refusal(plain, http::status::bad_request, "idempotency-key-missing",
                           "Idempotency-Key is required",
                           "route '" + route.name +
                               "' changes state: send an Idempotency-Key "
                               "header, the same on every retry of this request",
-                          req.version(), keepAlive);
+                          req);
       }
       co_return co_await passThrough(route, req);
     }
-    const std::string& clientKey = std::get<std::string>(parsed);
-    // Keys are scoped to the caller, the method and the route: two callers' keys never meet.
-    std::string scope = std::string(req.method_string()) + " " + route.name + " ";
-    if (!current.callerHeader.empty()) {
-      const auto caller = req.find(current.callerHeader);
-      if (caller == req.end() || caller->value().empty()) {
-        co_return problem(http::status::unauthorized, "caller-missing", "No caller",
-                          "this proxy scopes keys to the caller named in " + current.callerHeader +
-                              ", which the request lacks",
-                          req.version(), keepAlive);
-      }
-      const std::string_view name = caller->value();
-      if (std::any_of(name.begin(), name.end(),
-                      [](unsigned char c) { return c <= 0x20 || c > 0x7e; })) {
-        co_return problem(
-            http::status::bad_request, "caller-invalid", "Invalid caller",
-            current.callerHeader + " holds a space or a character outside printable ASCII",
-            req.version(), keepAlive);
-      }
-      scope += std::string(name) + " ";
-    }
 
     const auto body = nlohmann::json::parse(req.body(), nullptr, false);
-    std::string bizId;
+    BeginRequest begin;
+    begin.key = std::get<std::string>(parsed);
     if (route.bizIdParameter) {
-      bizId = params.at(*route.bizIdParameter);
+      begin.bizId = params.at(*route.bizIdParameter);
     } else {
       const nlohmann::json::json_pointer pointer(*route.bizIdPointer);
       if (body.is_discarded() || !body.contains(pointer) ||
           !(body.at(pointer).is_string() || body.at(pointer).is_number_integer())) {
-        co_return problem(http::status::bad_request, "business-object-missing",
+        co_return refusal(plain, http::status::bad_request, "business-object-missing",
                           "The business object is missing",
                           "route '" + route.name + "' reads the business object's id at " +
                               *route.bizIdPointer + " in a JSON body; this request has none there",
-                          req.version(), keepAlive);
+                          req);
       }
       const auto& id = body.at(pointer);
-      bizId = id.is_string() ? id.get<std::string>() : id.dump();
+      begin.bizId = id.is_string() ? id.get<std::string>() : id.dump();
     }
-
-    TriggerSource source = TriggerSource::Initial;
-    if (auto trigger = req.find("Idempotency-Trigger"); trigger != req.end()) {
-      const auto named = tryParse<TriggerSource>(trigger->value());
-      if (!named) {
-        co_return problem(http::status::bad_request, "invalid-trigger",
-                          "Invalid Idempotency-Trigger",
-                          "Idempotency-Trigger is one of " + spellings<TriggerSource>() +
-                              ", not '" + std::string(trigger->value()) + "'",
-                          req.version(), keepAlive);
-      }
-      source = *named;
-    }
-
-    BeginRequest begin;
-    begin.key = scope + clientKey;
+    // Keys are scoped to the caller, the method and the route: two callers' keys never meet.
+    const std::string scope = std::string(req.method_string()) + " " + route.name + " ";
+    if (auto refused = describe(current, req, plain, scope, begin)) co_return std::move(*refused);
     begin.bizType = route.bizType;
-    begin.bizId = bizId;
     begin.tool = route.tool;
     const std::string canonicalBody = body.is_discarded() ? req.body() : body.dump();
     begin.requestHash = sha256Hex(std::string(req.method_string()) + "\n" + route.name + "\n" +
                                   std::string(req.target()) + "\n" + canonicalBody);
-    begin.source = source;
     begin.requestPayload =
         body.is_object() ? canonicalBody : nlohmann::json{{"body", canonicalBody}}.dump();
     begin.lease = route.lease;
-    if (auto trace = req.find("traceparent"); trace != req.end()) {
-      // version-traceid-parentid-flags: the trace id is what the console searches by.
-      const std::string_view value = trace->value();
-      const auto first = value.find('-');
-      if (first != std::string_view::npos && value.size() >= first + 33) {
-        begin.traceId = std::string(value.substr(first + 1, 32));
+    co_return co_await claim(route, req, begin, plain);
+  }
+
+  // A Streamable HTTP MCP route: a tools/call of a configured tool is claimed by its key;
+  // everything else passes through.
+  awaitable<Response> handleMcp(const ProxyConfig& current, const Route& route,
+                                const Request& req) {
+    if (req.method() == http::verb::get) {
+      // The server's own event stream (notifications, requests to the client): not relayed. MCP
+      // clients take 405 as "this server offers none".
+      Response res{http::status::method_not_allowed, req.version()};
+      res.set(http::field::allow, "POST, DELETE");
+      res.set(kResultField, "passed_through");
+      res.keep_alive(req.keep_alive());
+      res.prepare_payload();
+      co_return res;
+    }
+    const auto message = nlohmann::json::parse(req.body(), nullptr, false);
+    const auto& tools = *route.mcpTools;
+    for (const auto& name : toolsCalledInBatch(message)) {
+      if (tools.contains(name)) {
+        co_return problem(http::status::bad_request, "invalid-mcp-call",
+                          "A claimed tool in a batch",
+                          "tool '" + name +
+                              "' is called in a JSON-RPC batch; send each call of a "
+                              "claimed tool as a request of its own",
+                          req.version(), req.keep_alive());
       }
     }
+    const auto call = parseToolCall(message);
+    if (!call || !tools.contains(call->tool)) co_return co_await passThrough(route, req);
+    const McpTool& tool = tools.at(call->tool);
+    const auto accept = req.find(http::field::accept);
+    const Dialect mcp{&*call, accept != req.end() && wantsStreamOnly(accept->value())};
 
-    BeginResult begun;
-    try {
-      const auto call = [&begin](ProtocolClient& c) { return c.begin(begin); };
-      begun = co_await onDatabase<BeginResult>(call);
-    } catch (const DatabaseUnavailable& e) {
-      co_return problem(
-          http::status::service_unavailable, "database-unavailable",
-          "The idempotency store is unavailable",
-          std::string(e.what()) + "; nothing was claimed or sent upstream, retry later",
-          req.version(), keepAlive);
-    } catch (const DatabaseError& e) {
-      co_return problem(http::status::bad_request, "refused-by-store", "The request was refused",
-                        e.what(), req.version(), keepAlive);
-    }
-    switch (begun.outcome) {
-      case Outcome::Executed:
-        co_return co_await claimed(route, req, begin.key, begun);
-      case Outcome::Replayed:
-        co_return co_await replay(begun, req);
-      case Outcome::InProgress:
-        if (begun.status == RecordStatus::Unknown) {
-          co_return problem(http::status::conflict, "outcome-unknown", "The outcome is unknown",
-                            "this key's request may have been carried out; it will not be sent "
-                            "again until evidence or a person decides",
-                            req.version(), keepAlive);
-        } else {
-          auto res = problem(http::status::conflict, "request-in-progress",
-                             "A request with this key is in progress",
-                             "wait for it to finish, then retry with the same key", req.version(),
-                             keepAlive);
-          res.set(http::field::retry_after,
-                  std::to_string(std::max<long long>(
-                      1, std::chrono::duration_cast<std::chrono::seconds>(route.lease).count())));
-          co_return res;
+    BeginRequest begin;
+    if (call->key) {
+      if (!call->key->is_string() || call->key->get<std::string>().empty() ||
+          call->key->get<std::string>().size() > 200 ||
+          !printable(call->key->get<std::string>(), true)) {
+        co_return refusal(mcp, http::status::bad_request, "invalid-idempotency-key",
+                          "Invalid idempotency key",
+                          "params._meta[\"" + std::string(kMcpKeyField) +
+                              "\"] is a string of 1 to 200 printable ASCII characters",
+                          req);
+      }
+      begin.key = call->key->get<std::string>();
+    } else if (!tool.keyFromArguments.empty()) {
+      nlohmann::json fields = nlohmann::json::object();
+      for (const auto& name : tool.keyFromArguments) {
+        if (!call->arguments.is_object() || !call->arguments.contains(name)) {
+          co_return refusal(mcp, http::status::bad_request, "idempotency-key-missing",
+                            "The idempotency key is missing",
+                            "tool '" + tool.name + "' derives its key from argument '" + name +
+                                "', which the call lacks",
+                            req);
         }
-      case Outcome::PayloadMismatch:
-        co_return problem(http::status::unprocessable_entity, "payload_mismatch",
-                          "The key was used for another request",
-                          "this Idempotency-Key was first sent with a different request; use a new "
-                          "key for a new request",
-                          req.version(), keepAlive);
-      case Outcome::Rejected:
-        co_return problem(http::status::conflict, "business-object-taken",
-                          "The business object is taken",
-                          "business object '" + bizId +
-                              "' succeeded, is in flight, or its side "
-                              "effect is recorded under another key",
-                          req.version(), keepAlive);
-      case Outcome::Retired:
-        co_return problem(http::status::conflict, "key-retired", "The key was used",
-                          "this key was used and its record removed by retention; it does not run "
-                          "again",
-                          req.version(), keepAlive);
+        fields[name] = call->arguments[name];
+      }
+      begin.key = "arguments " + fields.dump();
+    } else if (route.keyRequired) {
+      co_return refusal(mcp, http::status::bad_request, "idempotency-key-missing",
+                        "The idempotency key is missing",
+                        "tool '" + tool.name + "' changes state: put a key in params._meta[\"" +
+                            std::string(kMcpKeyField) + "\"], the same on every retry of this call",
+                        req);
+    } else {
+      co_return co_await passThrough(route, req);
     }
-    co_return problem(http::status::internal_server_error, "internal", "Unexpected outcome",
-                      "the store answered an outcome this proxy does not know", req.version(),
-                      keepAlive);
+    const nlohmann::json::json_pointer pointer(tool.bizIdPointer);
+    if (!call->arguments.is_object() || !call->arguments.contains(pointer) ||
+        !(call->arguments.at(pointer).is_string() ||
+          call->arguments.at(pointer).is_number_integer())) {
+      co_return refusal(mcp, http::status::bad_request, "business-object-missing",
+                        "The business object is missing",
+                        "tool '" + tool.name + "' reads the business object's id at " +
+                            tool.bizIdPointer + " in its arguments; this call has none there",
+                        req);
+    }
+    const auto& id = call->arguments.at(pointer);
+    begin.bizId = id.is_string() ? id.get<std::string>() : id.dump();
+    const std::string scope = "tools/call " + route.name + " ";
+    if (auto refused = describe(current, req, mcp, scope, begin)) co_return std::move(*refused);
+    begin.bizType = tool.bizType;
+    begin.tool = tool.tool;
+    // The JSON-RPC id changes on every retry: the fingerprint is the tool and its arguments.
+    const std::string arguments = call->arguments.dump();
+    begin.requestHash =
+        sha256Hex("tools/call\n" + route.name + "\n" + tool.name + "\n" + arguments);
+    begin.requestPayload =
+        nlohmann::json{{"tool", tool.name}, {"arguments", call->arguments}}.dump();
+    begin.lease = tool.lease.value_or(route.lease);
+    co_return co_await claim(route, req, begin, mcp);
   }
 
   // After answering a request whose body was refused unread: stop sending, then read and drop what
