@@ -24,7 +24,7 @@ from .errors import (
 )
 from .guard import Guard, GuardedTool, ToolSpec
 from .gateway_refs import adyen_merchant_reference, sepa_end_to_end_id, stripe_metadata
-from .keys import compact_key, stable_key
+from .keys import compact_key, mcp_meta, stable_key, tool_call_key
 from .protocol import (
     AsyncProtocol,
     BeginResult,

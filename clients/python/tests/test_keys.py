@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import unittest
 
-from idemwatch import compact_key, sepa_end_to_end_id, stable_key
-from idemwatch.keys import COMPACT_KEY_LENGTH, MAX_KEY_LENGTH
+from idemwatch import compact_key, mcp_meta, sepa_end_to_end_id, stable_key, tool_call_key
+from idemwatch.keys import COMPACT_KEY_LENGTH, MAX_KEY_LENGTH, MAX_TOOL_CALL_KEY_LENGTH
 
 
 class StableKeyTest(unittest.TestCase):
@@ -82,3 +82,32 @@ class CompactKeyTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ToolCallKeyTest(unittest.TestCase):
+    def test_a_tool_calls_key_names_the_run_the_step_and_the_tool_as_the_typescript_clients(self):
+        self.assertEqual(tool_call_key("run 7/ä", 3, "charge"), "run:run%207%2F%C3%A4:3:charge")
+        self.assertEqual(tool_call_key("r1", "turn-2.call-0", "charge"), "run:r1:turn-2.call-0:charge")
+        self.assertNotEqual(tool_call_key("a:b", 1, "c"), tool_call_key("a", 1, "b:c"))
+        self.assertNotEqual(tool_call_key("r1", 1, "charge"), tool_call_key("r1", 2, "charge"))
+
+    def test_a_long_run_id_gives_a_key_the_proxy_takes_still_one_per_call(self):
+        key = tool_call_key("x" * 400, 1, "charge")
+        self.assertEqual(len(key), MAX_TOOL_CALL_KEY_LENGTH)
+        self.assertRegex(key, r"^run:x+~[0-9a-f]{64}$")
+        self.assertNotEqual(key, tool_call_key("x" * 400, 2, "charge"))
+
+    def test_it_refuses_what_is_not_a_run_a_step_or_a_tool(self):
+        with self.assertRaisesRegex(ValueError, "run_id must be a non-blank string"):
+            tool_call_key("", 1, "charge")
+        with self.assertRaisesRegex(ValueError, "step must be an integer >= 0"):
+            tool_call_key("r", -1, "charge")
+        with self.assertRaisesRegex(ValueError, "step must be an integer >= 0"):
+            tool_call_key("r", True, "charge")
+
+    def test_mcp_meta_carries_the_key_where_the_proxy_reads_it(self):
+        self.assertEqual(mcp_meta("run:r1:1:charge"), {"io.idemwatch/idempotencyKey": "run:r1:1:charge"})
+        with self.assertRaisesRegex(ValueError, "printable ASCII"):
+            mcp_meta("é")
+        with self.assertRaisesRegex(ValueError, "printable ASCII"):
+            mcp_meta("k" * 201)

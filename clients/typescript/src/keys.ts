@@ -64,3 +64,59 @@ export function compactKey(bizType: string, bizId: string, tool: string, attempt
     .replace(/-+$/, "");
   return `${prefix || "key"}.${digest}`;
 }
+
+// `toolCallKey` is the key of one tool call of one agent run, for a tool behind idemwatch-proxy
+// that a client reaches through MCP or HTTP without a business key at hand: the run's id, the step
+// and the tool, never the JSON-RPC id or anything else that changes on a retry. `mcpMeta` puts it
+// where the proxy reads it, in a `tools/call`'s `params._meta`.
+
+/** The proxy takes an MCP call's key of at most 200 printable ASCII characters. */
+export const MAX_TOOL_CALL_KEY_LENGTH = 200;
+export const MCP_KEY_FIELD = "io.idemwatch/idempotencyKey";
+const PLAIN = /^[A-Za-z0-9._~-]$/;
+
+function percent(part: string): string {
+  let out = "";
+  for (const ch of part) {
+    if (PLAIN.test(ch)) {
+      out += ch;
+    } else {
+      for (const byte of Buffer.from(ch, "utf8")) out += `%${byte.toString(16).toUpperCase().padStart(2, "0")}`;
+    }
+  }
+  return out;
+}
+
+/**
+ * The key of one tool call of one agent run: `run:RUN:STEP:TOOL`, each part percent-escaped (every
+ * byte outside letters, digits and `._~-`), so printable ASCII whatever the run's id; the same
+ * inputs give the same key in both clients. `step` is the run's own numbering of the call (the turn
+ * and the call's place in it), kept across retries; never the JSON-RPC id, which a client changes
+ * on every retry. A key over 200 characters keeps a prefix and ends in `~` and the SHA-256 of the
+ * full form.
+ */
+export function toolCallKey(runId: string, step: number | string, tool: string): string {
+  for (const [name, value] of [["runId", runId], ["tool", tool]] as const) {
+    if (typeof value !== "string" || value.trim() === "") {
+      throw new TypeError(`toolCallKey: ${name} must be a non-blank string, got ${JSON.stringify(value)}`);
+    }
+  }
+  const stepOk =
+    (typeof step === "number" && Number.isSafeInteger(step) && step >= 0) ||
+    (typeof step === "string" && step.trim() !== "");
+  if (!stepOk) {
+    throw new TypeError(`toolCallKey: step must be an integer >= 0 or a non-blank string, got ${JSON.stringify(step)}`);
+  }
+  const key = `run:${percent(runId)}:${percent(String(step))}:${percent(tool)}`;
+  if (key.length <= MAX_TOOL_CALL_KEY_LENGTH) return key;
+  const digest = createHash("sha256").update(key, "utf8").digest("hex");
+  return `${key.slice(0, MAX_TOOL_CALL_KEY_LENGTH - digest.length - 1)}~${digest}`;
+}
+
+/** The `_meta` of an MCP `tools/call` that carries `key` to idemwatch-proxy. */
+export function mcpMeta(key: string): Record<string, string> {
+  if (typeof key !== "string" || key.length === 0 || key.length > MAX_TOOL_CALL_KEY_LENGTH || !/^[\x20-\x7e]+$/.test(key)) {
+    throw new TypeError(`mcpMeta: a key is 1 to ${MAX_TOOL_CALL_KEY_LENGTH} printable ASCII characters, got ${JSON.stringify(key)}`);
+  }
+  return { [MCP_KEY_FIELD]: key };
+}

@@ -3,7 +3,17 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { COMPACT_KEY_LENGTH, MAX_KEY_LENGTH, compactKey, sepaEndToEndId, stableKey } from "../src";
+import {
+  COMPACT_KEY_LENGTH,
+  MAX_KEY_LENGTH,
+  MAX_TOOL_CALL_KEY_LENGTH,
+  MCP_KEY_FIELD,
+  compactKey,
+  mcpMeta,
+  sepaEndToEndId,
+  stableKey,
+  toolCallKey,
+} from "../src";
 
 test("the same intent gives the same key every time", () => {
   assert.equal(stableKey("payment", "order-42", "pay"), stableKey("payment", "order-42", "pay", 1));
@@ -80,4 +90,32 @@ test("the compact digest form matches the Python client's, byte for byte", () =>
 test("compactKey checks its parts as stableKey does", () => {
   assert.throws(() => compactKey("payment", " ", "pay"), TypeError);
   assert.throws(() => compactKey("payment", "o", "pay", 0), TypeError);
+});
+
+test("a tool call's key names the run, the step and the tool, the same as the Python client's", () => {
+  assert.equal(toolCallKey("run 7/ä", 3, "charge"), "run:run%207%2F%C3%A4:3:charge");
+  assert.equal(toolCallKey("r1", "turn-2.call-0", "charge"), "run:r1:turn-2.call-0:charge");
+  assert.notEqual(toolCallKey("a:b", 1, "c"), toolCallKey("a", 1, "b:c"));
+  assert.notEqual(toolCallKey("r1", 1, "charge"), toolCallKey("r1", 2, "charge"));
+});
+
+test("a long run id gives a key the proxy takes, still one per call", () => {
+  const key = toolCallKey("x".repeat(400), 1, "charge");
+  assert.equal(key.length, MAX_TOOL_CALL_KEY_LENGTH);
+  assert.match(key, /^run:x+~[0-9a-f]{64}$/);
+  assert.notEqual(key, toolCallKey("x".repeat(400), 2, "charge"));
+  assert.equal(key, "run:" + "x".repeat(131) + "~" + key.slice(-64));
+});
+
+test("a tool call key refuses what is not a run, a step or a tool", () => {
+  assert.throws(() => toolCallKey("", 1, "charge"), /runId must be a non-blank string/);
+  assert.throws(() => toolCallKey("r", -1, "charge"), /step must be an integer >= 0/);
+  assert.throws(() => toolCallKey("r", 1, " "), /tool must be a non-blank string/);
+});
+
+test("mcpMeta carries the key where the proxy reads it, and refuses what it would refuse", () => {
+  assert.deepEqual(mcpMeta("run:r1:1:charge"), { "io.idemwatch/idempotencyKey": "run:r1:1:charge" });
+  assert.equal(MCP_KEY_FIELD, "io.idemwatch/idempotencyKey");
+  assert.throws(() => mcpMeta("é"), /printable ASCII/);
+  assert.throws(() => mcpMeta("k".repeat(201)), /1 to 200/);
 });
