@@ -256,6 +256,11 @@ ProxyConfig parseProxyConfig(const std::string& yamlText) {
       if (c.databaseQueue < 1) refuse("database.queue", "at least 1");
     }
     c.idleTimeout = duration(root["idle_timeout"], "idle_timeout", c.idleTimeout);
+    c.requestTimeout = duration(root["request_timeout"], "request_timeout", c.requestTimeout);
+    if (root["max_connections"]) {
+      c.maxConnections = root["max_connections"].as<int>();
+      if (c.maxConnections < 1) refuse("max_connections", "at least 1");
+    }
     for (auto [field, target] :
          {std::pair{"agent_header", &c.agentHeader}, std::pair{"trace_header", &c.traceHeader}}) {
       if (root[field]) {

@@ -64,6 +64,11 @@ struct ProxyConfig {
   int databaseWorkers = 4;
   int databaseQueue = 256;  // protocol calls waiting for a worker before 503
   std::chrono::milliseconds idleTimeout{60'000};
+  // From a request's first byte until it is read whole (and its answer written): a client that
+  // sends slowly is cut off after it.
+  std::chrono::milliseconds requestTimeout{30'000};
+  // Client connections open at once; one more is answered 503 and closed.
+  int maxConnections = 16'384;
   // The request field naming the authenticated caller, set by the front door that authenticated
   // it (an API gateway, a TLS terminator checking client certificates). Set: every request must
   // carry it, and keys are the caller's own. Empty: one caller.

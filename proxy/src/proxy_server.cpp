@@ -1,6 +1,7 @@
 #include "proxy_server.hpp"
 
 #include <openssl/evp.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <array>
@@ -23,6 +24,7 @@
 #include <nlohmann/json.hpp>
 #include <pqxx/pqxx>
 #include <set>
+#include <sstream>
 #include <unordered_set>
 
 #include "idem/database_error.hpp"
@@ -50,6 +52,7 @@ constexpr std::size_t kHeaderLimit = std::size_t{16} * 1024;
 constexpr std::size_t kUpstreamBodyLimit = std::size_t{8} * 1024 * 1024;
 constexpr auto kStopGrace = std::chrono::seconds(10);
 constexpr std::size_t kLingerLimit = std::size_t{1} << 20;
+constexpr std::size_t kFirstRead = 1024;
 
 void log(const std::string& line) {
   std::cerr << "idemwatch-proxy: " << line << '\n';
@@ -133,6 +136,8 @@ std::string_view resultOfProblem(std::string_view slug, http::status status) {
       {"upstream-unreachable", "not_sent"},
       {"database-unavailable", "database_unavailable"},
       {"body-too-large", "too_large"},
+      {"header-too-large", "too_large"},
+      {"too-many-connections", "overloaded"},
       {"no-route", "no_route"},
       {"upstream-failed", "passed_through"}};
   if (slug == "outcome-unknown") {
@@ -895,15 +900,38 @@ struct ProxyServer::State {
     beast::tcp_stream stream(std::move(socket));
     beast::flat_buffer buffer;
     while (!stopping) {
+      // Waiting for a request: an idle connection holds no buffer beyond its first bytes, and
+      // waits at most idle_timeout. From its first byte, a request has request_timeout to arrive
+      // whole: a client sending a byte at a time (slowloris) is cut off then.
+      if (buffer.size() == 0) {
+        buffer.shrink_to_fit();
+        stream.expires_after(config.idleTimeout);
+        idle.insert(&stream);
+        const std::size_t n = co_await stream.async_read_some(
+            buffer.prepare(kFirstRead), net::redirect_error(use_awaitable, ec));
+        idle.erase(&stream);
+        if (ec) break;
+        buffer.commit(n);
+      }
       http::request_parser<http::string_body> parser;
       parser.header_limit(kHeaderLimit);
       const std::shared_ptr<const ProxyConfig> current = routes;
       parser.body_limit(current->largestBody());
-      stream.expires_after(config.idleTimeout);
-      idle.insert(&stream);
+      stream.expires_after(config.requestTimeout);
       co_await http::async_read_header(stream, buffer, parser,
                                        net::redirect_error(use_awaitable, ec));
-      idle.erase(&stream);
+      if (ec == http::error::header_limit) {
+        auto res = problem(http::status::request_header_fields_too_large, "header-too-large",
+                           "The request's header is too large",
+                           "this proxy reads at most " + std::to_string(kHeaderLimit / 1024) +
+                               " KiB of request line and fields",
+                           11, false);
+        metrics.request({}, res[kResultField]);
+        res.erase(kResultField);
+        co_await http::async_write(stream, res, net::redirect_error(use_awaitable, ec));
+        if (!ec) co_await linger(stream);
+        break;
+      }
       if (ec) break;
       const auto& header = parser.get();
       const std::string_view target = header.target();
@@ -960,7 +988,7 @@ struct ProxyServer::State {
       }
       close = close || !res.keep_alive() || stopping;
       res.keep_alive(!close);
-      stream.expires_after(config.idleTimeout);
+      stream.expires_after(config.requestTimeout);
       co_await http::async_write(stream, res, net::redirect_error(use_awaitable, ec));
       if (!ec && unread) co_await linger(stream);
       if (ec || close) break;
@@ -982,8 +1010,11 @@ struct ProxyServer::State {
     if (next.listenAddress != config.listenAddress || next.listenPort != config.listenPort ||
         (!next.dsn.empty() && next.dsn != config.dsn) ||
         next.databaseWorkers != config.databaseWorkers ||
-        next.databaseQueue != config.databaseQueue || next.idleTimeout != config.idleTimeout) {
-      log("reload: listen, database and idle_timeout changes take effect at the next start");
+        next.databaseQueue != config.databaseQueue || next.idleTimeout != config.idleTimeout ||
+        next.requestTimeout != config.requestTimeout ||
+        next.maxConnections != config.maxConnections) {
+      log("reload: listen, database, idle_timeout, request_timeout and max_connections changes "
+          "take effect at the next start");
     }
     for (const auto& r : next.routes) metrics.addRoute(r.name);
     resolved.clear();
@@ -997,10 +1028,39 @@ struct ProxyServer::State {
       tcp::socket socket = co_await acceptor.async_accept(net::redirect_error(use_awaitable, ec));
       if (ec) {
         if (!acceptor.is_open()) co_return;
+        // Out of descriptors (or memory): the connection waits in the backlog; try again soon
+        // rather than spin.
+        log("accepting a connection failed: " + ec.message());
+        net::steady_timer pause(ioc, std::chrono::milliseconds(100));
+        co_await pause.async_wait(net::redirect_error(use_awaitable, ec));
         continue;
       }
-      net::co_spawn(ioc, session(std::move(socket)), net::detached);
+      if (sessions >= config.maxConnections) {
+        net::co_spawn(ioc, turnAway(std::move(socket)), net::detached);
+      } else {
+        net::co_spawn(ioc, session(std::move(socket)), net::detached);
+      }
     }
+  }
+
+  // A connection beyond max_connections: one short 503, then closed, without reading.
+  awaitable<void> turnAway(tcp::socket socket) {
+    static const std::string kAnswer = [] {
+      auto res =
+          problem(http::status::service_unavailable, "too-many-connections", "Too many connections",
+                  "this proxy holds its max_connections open; retry later", 11, false);
+      res.erase(kResultField);
+      res.set(http::field::retry_after, "1");
+      std::ostringstream out;
+      out << res;
+      return out.str();
+    }();
+    metrics.request({}, "overloaded");
+    beast::tcp_stream stream(std::move(socket));
+    stream.expires_after(std::chrono::seconds(1));
+    beast::error_code ec;
+    co_await net::async_write(stream, net::buffer(kAnswer), net::redirect_error(use_awaitable, ec));
+    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
   }
 };
 
@@ -1013,6 +1073,20 @@ ProxyServer::~ProxyServer() {
 
 int ProxyServer::run() {
   State& s = *state_;
+  // Every connection is a descriptor: the soft limit (often 1,024) is raised to the hard one, and
+  // a max_connections beyond it is said at once rather than found under load.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+    const auto needed = static_cast<rlim_t>(s.config.maxConnections) +
+                        static_cast<rlim_t>(s.config.databaseWorkers) + 64;
+    if (files.rlim_cur != RLIM_INFINITY && files.rlim_cur < needed) {
+      log("max_connections " + std::to_string(s.config.maxConnections) + " needs about " +
+          std::to_string(needed) + " descriptors; this process may open " +
+          std::to_string(files.rlim_cur) + " (raise LimitNOFILE or ulimit -n)");
+    }
+  }
   tcp::acceptor acceptor(s.ioc);
   try {
     tcp::resolver resolver(s.ioc);

@@ -93,12 +93,14 @@ class UpstreamHandler(http.server.BaseHTTPRequestHandler):
 
 
 class Proxy:
-    def __init__(self, binary: str, dsn: str, upstream_port: int, work: pathlib.Path, caller_header: str = ""):
+    def __init__(self, binary: str, dsn: str, upstream_port: int, work: pathlib.Path, caller_header: str = "",
+                 settings: str = ""):
         self.port = free_port()
         config = self.config = work / f"proxy-{self.port}.yml"
         config.write_text(f"""
 listen: 127.0.0.1:{self.port}
 {f"caller_header: {caller_header}" if caller_header else ""}
+{settings}
 database:
   dsn: "{dsn}"
   workers: 4
@@ -170,6 +172,79 @@ routes:
 
 def key_header(key: str) -> dict:
     return {"Idempotency-Key": f'"{key}"'}
+
+
+def read_until_closed(s: socket.socket, limit: float) -> bytes:
+    s.settimeout(limit)
+    data = b""
+    try:
+        while chunk := s.recv(65536):
+            data += chunk
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return data
+
+
+def hostile_clients(args: argparse.Namespace, upstream: Upstream, work: pathlib.Path) -> None:
+    """A header over the limit, a client that sends a byte at a time, more connections than
+    allowed: each is turned away within the proxy's limits, and well-behaved requests go on."""
+    proxy = Proxy(args.proxy, args.dsn, upstream.server_address[1], work,
+                  settings="request_timeout: 1s\nmax_connections: 40")
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    try:
+        s = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        s.sendall(b"POST /charges/o-huge HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
+        reply = read_until_closed(s, 5)
+        s.close()
+        check(reply.startswith(b"HTTP/1.1 431") and b"header-too-large" in reply and upstream.charges["o-huge"] == 0,
+              f"a header over 16 KiB is 431 and goes nowhere ({reply[:40]!r})")
+
+        # Slowloris: a header trickling in a byte at a time is cut off after request_timeout,
+        # while a normal request meanwhile is answered.
+        slow = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        started = time.monotonic()
+        slow.sendall(b"POST /charges/o-slowloris HTTP/1.1\r\nHost: x\r\n")
+        slow.settimeout(0.2)
+        cut_after = None
+        for _ in range(50):
+            try:
+                slow.sendall(b"X")
+                if slow.recv(1) == b"":
+                    cut_after = time.monotonic() - started
+                    break
+            except socket.timeout:
+                continue
+            except OSError:
+                cut_after = time.monotonic() - started
+                break
+        slow.close()
+        status, _, _ = proxy.post("/charges/o-beside-slow", {"amount_minor": 1}, key_header(str(uuid.uuid4())))
+        check(cut_after is not None and 0.8 <= cut_after < 5 and upstream.charges["o-slowloris"] == 0,
+              f"a client sending its header a byte at a time is cut off after request_timeout (after {cut_after} s)")
+        check(status == 201, f"a normal request beside it is answered ({status})")
+
+        # max_connections: 40 held open, the next is told 503 and closed; once they go, all is well.
+        held = [socket.create_connection(("127.0.0.1", proxy.port), timeout=5) for _ in range(40)]
+        time.sleep(0.5)
+        extra = socket.create_connection(("127.0.0.1", proxy.port), timeout=5)
+        turned = read_until_closed(extra, 5)
+        extra.close()
+        check(turned.startswith(b"HTTP/1.1 503") and b"too-many-connections" in turned,
+              f"a connection beyond max_connections is answered 503 and closed ({turned[:40]!r})")
+        for h in held:
+            h.close()
+        time.sleep(0.5)
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
+        conn.request("GET", "/metrics")
+        res = conn.getresponse()
+        text = res.read().decode()
+        conn.close()
+        check(res.status == 200 and 'idemwatch_proxy_requests_total{result="overloaded",route=""} 1' in text
+              and 'idemwatch_proxy_requests_total{result="too_large",route=""} 1' in text,
+              "once they close, /metrics answers and counts the turned away and the oversized header")
+    finally:
+        proxy.stop()
+        upstream.shutdown()
 
 
 def main() -> int:
@@ -486,6 +561,8 @@ def main() -> int:
         scoped.stop()
         upstream.shutdown()
         db.close()
+
+    hostile_clients(args, upstream, work)
 
     if FAILURES:
         print(f"proxy: {len(FAILURES)} check(s) failed; logs in {work}")
