@@ -1,5 +1,5 @@
 # Where each file goes when installed, one install component per Debian package (see
-# cmake/Packaging.cmake): exporter, admin, tools, monitoring. The programs' own install(TARGETS)
+# cmake/Packaging.cmake): exporter, admin, proxy, tools, monitoring. The programs' own install(TARGETS)
 # rules sit beside their targets (exporter/, gui/, tools/idemctl/); this file adds everything else:
 # systemd units, /etc/default files, the desktop entry and icon, the man pages, the monitoring
 # files, and each package's copyright, changelog and lintian overrides.
@@ -24,7 +24,8 @@ find_program(IDEMWATCH_HELP2MAN help2man)
 set(idem_manpages)
 foreach(entry "idemwatch-exporter|Prometheus exporter for the idem idempotency schema"
               "idemctl|migrate, simulate, settle, reconcile and maintain the idem schema"
-              "idemwatch-admin|operators' console for stuck idempotency records")
+              "idemwatch-admin|operators' console for stuck idempotency records"
+              "idemwatch-proxy|Idempotency-Key reverse proxy for HTTP and MCP tools")
   string(REPLACE "|" ";" entry "${entry}")
   list(GET entry 0 program)
   list(GET entry 1 summary)
@@ -67,19 +68,30 @@ function(idem_package_docs component package)
   endforeach()
 endfunction()
 
-# --- idemwatch-exporter
-if(TARGET idemwatch-exporter)
-  install(FILES ${idem_packaging}/exporter/idemwatch-exporter.service
-          DESTINATION ${idem_units} COMPONENT exporter)
+# idem_service(COMPONENT EXAMPLE [DOC...]): a daemon's package, packaging/COMPONENT/ holding
+# idemwatch-COMPONENT.service, its /etc/default file, EXAMPLE (to /etc/idemwatch) and README.Debian;
+# DOC: more files for its /usr/share/doc folder. The program and its man page come too.
+function(idem_service component example)
+  set(package idemwatch-${component})
+  set(dir ${idem_packaging}/${component})
+  install(FILES ${dir}/${package}.service DESTINATION ${idem_units} COMPONENT ${component})
   # Root's alone: it may hold a password (systemd reads it before the service starts).
-  install(FILES ${idem_packaging}/exporter/idemwatch-exporter.default
-          DESTINATION /etc/default RENAME idemwatch-exporter
-          PERMISSIONS OWNER_READ OWNER_WRITE COMPONENT exporter)
-  install(FILES ${idem_packaging}/exporter/web-config.yml.example
-          DESTINATION /etc/idemwatch COMPONENT exporter)
-  install(FILES ${idem_packaging}/exporter/README.Debian
-          DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/idemwatch-exporter COMPONENT exporter)
-  idem_package_docs(exporter idemwatch-exporter idemwatch-exporter)
+  install(FILES ${dir}/${package}.default DESTINATION /etc/default RENAME ${package}
+          PERMISSIONS OWNER_READ OWNER_WRITE COMPONENT ${component})
+  install(FILES ${dir}/${example} DESTINATION /etc/idemwatch COMPONENT ${component})
+  install(FILES ${dir}/README.Debian ${ARGN}
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${package} COMPONENT ${component})
+  idem_package_docs(${component} ${package} ${package})
+endfunction()
+
+# --- idemwatch-exporter: started on install
+if(TARGET idemwatch-exporter)
+  idem_service(exporter web-config.yml.example)
+endif()
+
+# --- idemwatch-proxy: its unit installed but not enabled (it needs routes first)
+if(TARGET idemwatch-proxy)
+  idem_service(proxy proxy.yml.example ${PROJECT_SOURCE_DIR}/proxy/README.md)
 endif()
 
 # --- idemwatch-admin

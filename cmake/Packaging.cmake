@@ -1,6 +1,8 @@
 # The Debian packages, made by CPack (scripts/package runs it): one .deb per install component.
 #   idemwatch-exporter    the exporter, its hardened unit (started on install), /etc/default file
 #   idemwatch-admin       the Qt console, its desktop entry and icon
+#   idemwatch-proxy       the Idempotency-Key proxy, its hardened unit (enabled by the admin once
+#                         routes exist), /etc/default file and an example of routes
 #   idemwatch-tools       idemctl, the reconcile / expire-leases timers and the statement
 #                         drop folder's path unit (off until enabled)
 #   idemwatch-monitoring  rules, dashboards, provisioning, runbooks under /usr/share/idemwatch/
@@ -18,6 +20,9 @@ set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL tools monitoring)
 if(TARGET idemwatch-admin)
   list(PREPEND CPACK_COMPONENTS_ALL admin)
+endif()
+if(TARGET idemwatch-proxy)
+  list(PREPEND CPACK_COMPONENTS_ALL proxy)
 endif()
 if(TARGET idemwatch-exporter)
   list(PREPEND CPACK_COMPONENTS_ALL exporter)
@@ -51,6 +56,22 @@ idem_conffiles(exporter /etc/default/idemwatch-exporter /etc/idemwatch/web-confi
 set(CPACK_DEBIAN_EXPORTER_PACKAGE_CONTROL_EXTRA
     ${idem_packaging_out}/exporter/conffiles ${idem_packaging}/exporter/debian/postinst
     ${idem_packaging}/exporter/debian/prerm ${idem_packaging}/exporter/debian/postrm)
+
+set(CPACK_DEBIAN_PROXY_PACKAGE_NAME idemwatch-proxy)
+set(CPACK_DEBIAN_PROXY_PACKAGE_SECTION net)
+set(CPACK_COMPONENT_PROXY_DESCRIPTION
+    "Idempotency-Key reverse proxy for HTTP and MCP tools
+Puts the idem protocol in front of any HTTP tool or Streamable HTTP MCP
+server without changing it: each request of a configured route is claimed by
+its Idempotency-Key (or an MCP tool call by the key in its _meta) before it
+goes upstream, a repeat is answered from the record, and a request whose
+outcome is unknown is never sent again. A hardened systemd unit, installed
+but not enabled until /etc/idemwatch/proxy.yml names the routes.")
+set(CPACK_DEBIAN_PROXY_PACKAGE_SUGGESTS "postgresql")
+idem_conffiles(proxy /etc/default/idemwatch-proxy /etc/idemwatch/proxy.yml.example)
+set(CPACK_DEBIAN_PROXY_PACKAGE_CONTROL_EXTRA
+    ${idem_packaging_out}/proxy/conffiles ${idem_packaging}/proxy/debian/postinst
+    ${idem_packaging}/proxy/debian/prerm ${idem_packaging}/proxy/debian/postrm)
 
 set(CPACK_DEBIAN_ADMIN_PACKAGE_NAME idemwatch-admin)
 set(CPACK_COMPONENT_ADMIN_DESCRIPTION
@@ -88,7 +109,7 @@ include(CPack)
 # not the tests and benchmarks, and configures with CMAKE_SKIP_INSTALL_ALL_DEPENDENCY).
 add_custom_target(idemwatch-package-contents)
 add_dependencies(idemwatch-package-contents idemwatch-manpages idemctl)
-foreach(target idemwatch-exporter idemwatch-admin)
+foreach(target idemwatch-exporter idemwatch-admin idemwatch-proxy)
   if(TARGET ${target})
     add_dependencies(idemwatch-package-contents ${target})
   endif()

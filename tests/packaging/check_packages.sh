@@ -2,7 +2,7 @@
 # The .debs that scripts/package made, checked as a platform team would take them:
 #   check_packages.sh CHECK DEB_DIR VERSION SOURCE_DIR
 # CHECK is one of
-#   fields    the four packages exist, with the project's version, their fields, dependencies
+#   fields    the five packages exist, with the project's version, their fields, dependencies
 #             found by dpkg-shlibdeps (libc6 at least) and their /etc files as conffiles
 #   lintian   no errors and no warnings: those left are overridden with a reason in packaging/lintian/
 #   versions  every program of the unpacked packages runs with --version, with the libraries
@@ -19,7 +19,7 @@ source_dir=${4:?}
 # shellcheck source=../../packaging/man/help_text.sh
 source "$source_dir/packaging/man/help_text.sh"
 
-packages=(idemwatch-exporter idemwatch-admin idemwatch-tools idemwatch-monitoring)
+packages=(idemwatch-exporter idemwatch-admin idemwatch-proxy idemwatch-tools idemwatch-monitoring)
 exposure_bound=2.0
 failures=0
 fail() {
@@ -83,7 +83,7 @@ check_lintian() {
 check_versions() {
   unpack_all
   local programs=("$root"/usr/bin/*) program out
-  [ ${#programs[@]} -eq 3 ] || fail "expected 3 programs in /usr/bin, found: ${programs[*]##*/}"
+  [ ${#programs[@]} -eq 4 ] || fail "expected 4 programs in /usr/bin, found: ${programs[*]##*/}"
   for program in "${programs[@]}"; do
     if ldd "$program" | grep -q 'not found'; then
       fail "${program##*/}: libraries not found: $(ldd "$program" | grep 'not found' | tr -s ' \n' ' ')"
@@ -101,11 +101,14 @@ units() { find "$root/usr/lib/systemd/system" -name 'idemwatch-*' -type f | sort
 check_units() {
   unpack_all
   # What the units refer to must be there: systemd's own units (sysinit.target, ...) from the
-  # host, the ExecStart= programs and the Documentation= man pages from the packages.
+  # host, the Exec*= programs and the Documentation= man pages from the packages.
   cp -a --no-clobber /lib/systemd/system/. "$root/usr/lib/systemd/system/"
+  # The one program of another package a unit calls: kill (procps), for the proxy's reload.
+  mkdir -p "$root/bin"
+  cp /bin/kill "$root/bin/kill"
   export MANPATH=$root/usr/share/man
   local unit out
-  [ "$(units | wc -l)" -eq 7 ] || fail "expected 7 units, found: $(units | xargs -n1 basename | tr '\n' ' ')"
+  [ "$(units | wc -l)" -eq 8 ] || fail "expected 8 units, found: $(units | xargs -n1 basename | tr '\n' ' ')"
   for unit in $(units); do
     if out=$(systemd-analyze verify --root="$root" "$unit" 2>&1) && [ -z "$out" ]; then
       pass "verify ${unit##*/}"
