@@ -47,22 +47,24 @@ std::chrono::milliseconds duration(const YAML::Node& node, const std::string& wh
 }
 
 Upstream parseUpstream(const std::string& url, const std::string& where) {
-  constexpr std::string_view kScheme = "http://";
+  Upstream u;
+  std::string_view scheme = "http://";
   if (url.rfind("https://", 0) == 0) {
-    refuse(where, "HTTPS upstreams are not supported yet; use http:// on a trusted network");
+    scheme = "https://";
+    u.tls = true;
+  } else if (url.rfind("http://", 0) != 0) {
+    refuse(where, "'" + url + "' is not an http:// or https:// URL");
   }
-  if (url.rfind(kScheme, 0) != 0) refuse(where, "'" + url + "' is not an http:// URL");
-  const std::string rest = url.substr(kScheme.size());
+  const std::string rest = url.substr(scheme.size());
   const std::size_t slash = rest.find('/');
   const std::string authority = rest.substr(0, slash);
-  Upstream u;
   u.basePath = slash == std::string::npos ? "" : rest.substr(slash);
   while (!u.basePath.empty() && u.basePath.back() == '/') u.basePath.pop_back();
   const std::size_t colon = authority.rfind(':');
   if (authority.empty()) refuse(where, "'" + url + "' names no host");
   if (colon == std::string::npos) {
     u.host = authority;
-    u.port = "80";
+    u.port = u.tls ? "443" : "80";
   } else {
     u.host = authority.substr(0, colon);
     u.port = authority.substr(colon + 1);
@@ -73,6 +75,27 @@ Upstream parseUpstream(const std::string& url, const std::string& where) {
     }
   }
   return u;
+}
+
+// A client context that checks the server's chain (against `caFile`, else the system's
+// certificates) and, per connection, its name.
+std::shared_ptr<boost::asio::ssl::context> tlsContext(const std::string& caFile,
+                                                      const std::string& where) {
+  namespace ssl = boost::asio::ssl;
+  auto context = std::make_shared<ssl::context>(ssl::context::tls_client);
+  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                       ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+  context->set_verify_mode(ssl::verify_peer);
+  boost::system::error_code ec;
+  if (caFile.empty()) {
+    context->set_default_verify_paths(ec);
+    if (ec) refuse(where, "the system's certificates do not load: " + ec.message());
+  } else {
+    if (!std::ifstream(caFile)) refuse(where, "upstream_ca " + caFile + " cannot be read");
+    context->load_verify_file(caFile, ec);
+    if (ec) refuse(where, "upstream_ca " + caFile + " holds no PEM certificate: " + ec.message());
+  }
+  return context;
 }
 
 void checkPointer(const std::string& pointer, const std::string& where) {
@@ -144,6 +167,11 @@ Route parseRoute(const YAML::Node& node, std::size_t index) {
     r.methods = {"POST"};
   }
   r.upstream = parseUpstream(required("upstream"), where + ": upstream");
+  if (node["upstream_ca"]) {
+    if (!r.upstream.tls) refuse(where, "upstream_ca is for an https:// upstream");
+    r.upstream.caFile = node["upstream_ca"].as<std::string>();
+  }
+  if (r.upstream.tls) r.upstream.context = tlsContext(r.upstream.caFile, where);
   if (node["key_required"]) r.keyRequired = node["key_required"].as<bool>();
   r.lease = duration(node["lease"], where + ": lease", r.lease);
   if (node["mcp"]) {

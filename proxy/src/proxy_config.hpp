@@ -3,9 +3,11 @@
 // object its requests act on, and the limits of one request.
 #pragma once
 
+#include <boost/asio/ssl/context.hpp>
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -18,6 +20,12 @@ struct Upstream {
   std::string host;
   std::string port;
   std::string basePath;  // prefixed to the request's target; no trailing '/'
+  bool tls = false;      // https://: the server's certificate is checked against `ca` and `host`
+  // The certificates (PEM) an https:// upstream's chain must lead to; empty: the system's.
+  std::string caFile;
+  // The TLS settings, made when the routes are read (a CA file that does not load is refused
+  // then, not at the first request).
+  std::shared_ptr<boost::asio::ssl::context> context;
 };
 
 // A tool of an MCP server whose `tools/call` requests are claimed. Its key is the call's

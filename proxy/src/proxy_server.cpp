@@ -12,11 +12,13 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <exception>
 #include <iostream>
 #include <map>
@@ -360,7 +362,8 @@ struct ProxyServer::State {
     }
     const auto& endpoints = cached->second;
     beast::tcp_stream stream(co_await net::this_coro::executor);
-    stream.expires_after(route.upstreamTimeout);
+    const auto deadline = started + route.upstreamTimeout;
+    stream.expires_at(deadline);
     co_await stream.async_connect(endpoints, net::redirect_error(use_awaitable, ec));
     if (!ec) stream.socket().set_option(tcp::no_delay(true), ec);  // header and body: no Nagle wait
     if (ec) {
@@ -368,13 +371,44 @@ struct ProxyServer::State {
                    ec.message();
       co_return out;
     }
+    if (!route.upstream.tls) {
+      co_await exchange(stream, route, req, out);
+      co_return out;
+    }
+    // TLS: the chain checked against the route's CA, the certificate's name against the host.
+    // A handshake that fails has sent nothing of the request.
+    beast::ssl_stream<beast::tcp_stream> tls(std::move(stream), *route.upstream.context);
+    beast::get_lowest_layer(tls).expires_at(deadline);
+    if (SSL_set_tlsext_host_name(tls.native_handle(), route.upstream.host.c_str()) != 1) {
+      out.reason = "cannot name " + route.upstream.host + " in the TLS handshake";
+      co_return out;
+    }
+    tls.set_verify_callback(net::ssl::host_name_verification(route.upstream.host));
+    co_await tls.async_handshake(net::ssl::stream_base::client,
+                                 net::redirect_error(use_awaitable, ec));
+    if (ec) {
+      out.reason = "the TLS handshake with " + route.upstream.host + ":" + route.upstream.port +
+                   " failed: " + ec.message();
+      co_return out;
+    }
+    co_await exchange(tls, route, req, out);
+    co_return out;
+  }
+
+  // Sends the request on a connected stream and reads the whole answer into `out`.
+  template <typename Stream>
+  static awaitable<void> exchange(Stream& stream, const Route& route, const Request& req,
+                                  UpstreamResult& out) {
+    beast::error_code ec;
     Request up{req.method(), route.upstream.basePath + std::string(req.target()), 11};
     for (const auto& field : req) {
       if (!hopByHop(field.name_string()) && !beast::iequals(field.name_string(), "host")) {
         up.insert(field.name_string(), field.value());
       }
     }
-    up.set(http::field::host, route.upstream.host + ":" + route.upstream.port);
+    const bool defaultPort = route.upstream.port == (route.upstream.tls ? "443" : "80");
+    up.set(http::field::host,
+           defaultPort ? route.upstream.host : route.upstream.host + ":" + route.upstream.port);
     up.keep_alive(false);
     up.body() = req.body();
     up.prepare_payload();
@@ -384,7 +418,7 @@ struct ProxyServer::State {
       out.kind = written == 0 ? UpstreamResult::Kind::NotSent : UpstreamResult::Kind::Ambiguous;
       out.reason = "sending to the upstream failed after " + std::to_string(written) +
                    " bytes: " + ec.message();
-      co_return out;
+      co_return;
     }
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
@@ -396,13 +430,12 @@ struct ProxyServer::State {
                        ? "the upstream sent no complete answer within " +
                              std::to_string(route.upstreamTimeout.count()) + " ms"
                        : "the upstream's answer was cut off: " + ec.message();
-      co_return out;
+      co_return;
     }
     beast::error_code ignored;
-    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
     out.kind = UpstreamResult::Kind::Answered;
     out.response = parser.release();
-    co_return out;
   }
 
   // The upstream's answer as the client gets it: hop-by-hop fields dropped, our length.

@@ -18,6 +18,7 @@ import pathlib
 import random
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -94,7 +95,7 @@ class UpstreamHandler(http.server.BaseHTTPRequestHandler):
 
 class Proxy:
     def __init__(self, binary: str, dsn: str, upstream_port: int, work: pathlib.Path, caller_header: str = "",
-                 settings: str = ""):
+                 settings: str = "", routes: str = ""):
         self.port = free_port()
         config = self.config = work / f"proxy-{self.port}.yml"
         config.write_text(f"""
@@ -132,7 +133,7 @@ routes:
     key_required: false
     biz_type: payment
     biz_id: path:order_id
-""")
+{routes}""")
         self.log = open(work / f"proxy-{self.port}.log", "w")
         self.process = subprocess.Popen([binary, "--config.file", str(config)], stderr=self.log)
         deadline = time.monotonic() + 15
@@ -247,6 +248,61 @@ def hostile_clients(args: argparse.Namespace, upstream: Upstream, work: pathlib.
         upstream.shutdown()
 
 
+def self_signed(work: pathlib.Path, name: str) -> tuple[pathlib.Path, pathlib.Path]:
+    cert, key = work / f"{name}.crt", work / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+def tls_upstreams(args: argparse.Namespace, work: pathlib.Path) -> None:
+    """An https:// upstream: charged once through the proxy with its certificate checked; a
+    certificate the route's CA did not sign, or that names another host, is refused before a
+    byte of the request is sent, so the key may be retried."""
+    cert, key = self_signed(work, "upstream")
+    stranger, _ = self_signed(work, "stranger")
+    upstream = Upstream()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    upstream.socket = context.wrap_socket(upstream.socket, server_side=True)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    port = upstream.server_address[1]
+    routes = "".join(f"""
+  - name: {name}
+    path: /{name}/{{order_id}}
+    upstream: https://{host}:{port}
+    upstream_ca: {ca}
+    biz_type: payment
+    biz_id: path:order_id""" for name, host, ca in [("tls", "localhost", cert), ("stranger", "localhost", stranger),
+                                                   ("misnamed", "127.0.0.1", cert)])
+    proxy = Proxy(args.proxy, args.dsn, port, work, routes=routes + "\n")
+    db = psycopg.connect(args.dsn, autocommit=True)
+    try:
+        key = str(uuid.uuid4())
+        first = proxy.post("/tls/o-tls", {"amount_minor": 100}, key_header(key))
+        again = proxy.post("/tls/o-tls", {"amount_minor": 100}, key_header(key))
+        check(first[0] == 201 and again[1].get("idempotent-replayed") == "true" and upstream.charges["o-tls"] == 1,
+              f"an https:// upstream is charged once, its certificate checked ({first[0]}: {first[2]})")
+        for path, order, what in [("/stranger/o-stranger", "o-stranger", "a CA the route does not trust"),
+                                  ("/misnamed/o-misnamed", "o-misnamed", "another host's name")]:
+            status, _, body = proxy.post(path, {}, key_header(str(uuid.uuid4())))
+            check(status == 502 and body.get("type") == "urn:idemwatch:problem:upstream-unreachable"
+                  and "TLS handshake" in body.get("detail", "") and upstream.charges[order] == 0,
+                  f"a certificate of {what} is refused before anything is sent ({status}: {body.get('detail')})")
+        bad = work / "bad-ca.yml"
+        bad.write_text(f"routes:\n  - path: /c\n    upstream: https://localhost:1\n    upstream_ca: {work}/none.pem\n"
+                       "    biz_type: payment\n    biz_id: body:/id\n")
+        run = subprocess.run([args.proxy, "--config.file", str(bad), "--db.dsn", args.dsn],
+                             stderr=subprocess.PIPE, text=True, timeout=20)
+        check(run.returncode != 0 and "upstream_ca" in run.stderr and "cannot be read" in run.stderr,
+              f"a CA file that does not load stops the proxy at start ({run.stderr.strip()})")
+    finally:
+        proxy.stop()
+        upstream.shutdown()
+        db.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--proxy", required=True)
@@ -258,7 +314,7 @@ def main() -> int:
     for text, named in [("routes:\n  - path: /c/{id}\n    upstream: http://127.0.0.1:1\n    biz_type: payment\n"
                          "    biz_id: path:order\n", "path parameter 'order'"),
                         ("routes:\n  - path: /c\n    upstream: ftp://x\n    biz_type: payment\n    biz_id: body:/id\n",
-                         "is not an http:// URL"),
+                         "is not an http:// or https:// URL"),
                         ("routes: [", "not YAML")]:
         bad = work / "bad.yml"
         bad.write_text(text)
@@ -563,6 +619,7 @@ def main() -> int:
         db.close()
 
     hostile_clients(args, upstream, work)
+    tls_upstreams(args, work)
 
     if FAILURES:
         print(f"proxy: {len(FAILURES)} check(s) failed; logs in {work}")
