@@ -21,11 +21,11 @@
 #include <optional>
 #include <thread>
 
-#include "basic_auth.hpp"
 #include "exporter_options.hpp"
+#include "idem/web/basic_auth.hpp"
+#include "idem/web/tls_context.hpp"
 #include "log.hpp"
 #include "metric_families.hpp"
-#include "tls_context.hpp"
 
 namespace idem::exporter {
 namespace {

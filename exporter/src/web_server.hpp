@@ -25,7 +25,7 @@
 #include <utility>  // std::exchange, which Boost 1.74's asio/awaitable.hpp uses without it
 #include <vector>
 
-#include "web_config.hpp"
+#include "idem/web/web_config.hpp"
 
 namespace prometheus {
 class Collectable;

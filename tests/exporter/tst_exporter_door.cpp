@@ -25,8 +25,8 @@
 #include <thread>
 
 #include "exporter_harness.hpp"
+#include "idem/web/web_config.hpp"
 #include "test_database.hpp"
-#include "web_config.hpp"
 
 using namespace idem;
 using namespace idem::test;
@@ -138,8 +138,8 @@ int httpsStatus(const QString& url, const QSslCertificate& serverCert, const Cli
 
 std::string configError(const std::string& text, const std::filesystem::path& dir) {
   try {
-    exporter::parseWebConfig(text, dir);
-  } catch (const exporter::WebConfigError& e) {
+    parseWebConfig(text, dir);
+  } catch (const WebConfigError& e) {
     return e.what();
   }
   return "";

@@ -9,8 +9,8 @@
 #include <QtTest>
 
 #include "exporter_harness.hpp"
+#include "idem/web/web_config.hpp"
 #include "test_database.hpp"
-#include "web_config.hpp"
 
 using namespace idem;
 using namespace idem::test;
@@ -33,8 +33,8 @@ void writeFile(const QString& path, const QByteArray& text) {
 
 std::string configError(const std::string& text, const std::filesystem::path& dir = "/tmp") {
   try {
-    exporter::parseWebConfig(text, dir);
-  } catch (const exporter::WebConfigError& e) {
+    parseWebConfig(text, dir);
+  } catch (const WebConfigError& e) {
     return e.what();
   }
   return "";
@@ -140,13 +140,13 @@ class TestExporterWeb : public QObject {
               "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n");
     fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                              fs::perms::others_read);
-    const auto wide = exporter::loadWebConfig(path("key.yml").toStdString());
+    const auto wide = loadWebConfig(path("key.yml").toStdString());
     QCOMPARE(wide.warnings.size(), std::size_t{1});
     QVERIFY2(wide.warnings.front().find("mode 0644") != std::string::npos &&
                  wide.warnings.front().find("LoadCredential=") != std::string::npos,
              wide.warnings.front().c_str());
     fs::permissions(key, fs::perms::owner_read | fs::perms::owner_write);
-    QVERIFY(exporter::loadWebConfig(path("key.yml").toStdString()).warnings.empty());
+    QVERIFY(loadWebConfig(path("key.yml").toStdString()).warnings.empty());
   }
 
   void webConfigErrorsNameTheProblem() {
@@ -171,20 +171,20 @@ class TestExporterWeb : public QObject {
     QVERIFY(configError("basic_auth_users:\n  - alice\n").find("line 2: basic_auth_users") !=
             std::string::npos);
     try {
-      exporter::loadWebConfig("/nonexistent/web.yml");
+      loadWebConfig("/nonexistent/web.yml");
       QFAIL("an unreadable file must be refused");
-    } catch (const exporter::WebConfigError& e) {
+    } catch (const WebConfigError& e) {
       QVERIFY(std::string(e.what()).find("/nonexistent/web.yml: cannot be read") !=
               std::string::npos);
     }
     // Relative paths are relative to the file's folder, as in the exporter toolkit.
-    const auto ok = exporter::parseWebConfig(
+    const auto ok = parseWebConfig(
         "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  min_version: "
         "TLS13\n",
         dir_.path().toStdString());
     QVERIFY(ok.tls.has_value());
     QCOMPARE(QString::fromStdString(ok.tls->certFile.string()), path("server.crt"));
-    QVERIFY(ok.tls->minVersion == exporter::TlsVersion::Tls13);
+    QVERIFY(ok.tls->minVersion == TlsVersion::Tls13);
   }
 };
 

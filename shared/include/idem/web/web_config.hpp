@@ -1,6 +1,6 @@
 // --web.config.file: the Prometheus exporter toolkit's web configuration, read with yaml-cpp, as
-// far as this exporter's HTTP/1.1 web server can honour it: TLS from files or
-// inline PEM with all five client_auth_type policies, client_allowed_sans, cipher suites, curves
+// far as idemwatch's HTTP/1.1 servers (the exporter's, the proxy's) can honour it: TLS from files
+// or inline PEM with all five client_auth_type policies, client_allowed_sans, cipher suites, curves
 // and TLS versions by the toolkit's (Go's) names; the toolkit's response headers; its rate limit;
 // basic auth with bcrypt hashes. What the toolkit refuses at load time is refused here at start,
 // and what the server cannot honour (http2: true) is refused by key name and why, because a
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-namespace idem::exporter {
+namespace idem {
 
 // Go's tls.ClientAuthType, by the toolkit's names.
 enum class ClientAuth {
@@ -82,4 +82,4 @@ WebConfig loadWebConfig(const std::filesystem::path& file);
 // The same for text already read (tests).
 WebConfig parseWebConfig(std::string_view text, const std::filesystem::path& baseDir);
 
-}  // namespace idem::exporter
+}  // namespace idem

@@ -1,4 +1,4 @@
-#include "basic_auth.hpp"
+#include "idem/web/basic_auth.hpp"
 
 #include <crypt.h>
 #include <openssl/crypto.h>
@@ -10,7 +10,7 @@
 #include <memory>
 #include <stdexcept>
 
-namespace idem::exporter {
+namespace idem {
 
 std::optional<std::string> decodeBase64(std::string_view text) {
   auto value = [](char c) -> int {
@@ -127,4 +127,4 @@ bool BasicAuth::verify(const std::string& user, const std::string& password) con
   return match;
 }
 
-}  // namespace idem::exporter
+}  // namespace idem

@@ -19,7 +19,7 @@
 #include <string>
 #include <string_view>
 
-namespace idem::exporter {
+namespace idem {
 
 class BasicAuth {
  public:
@@ -55,4 +55,4 @@ std::optional<std::string> decodeBase64(std::string_view text);
 // (NUL included) in either. nullopt otherwise.
 std::optional<std::pair<std::string, std::string>> basicCredentials(std::string_view header);
 
-}  // namespace idem::exporter
+}  // namespace idem

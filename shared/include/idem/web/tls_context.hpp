@@ -4,12 +4,12 @@
 // store starts empty and the system's default paths are never loaded.
 #pragma once
 
-#include "web_config.hpp"
+#include "idem/web/web_config.hpp"
 
-namespace idem::exporter {
+namespace idem {
 
 // Configures `sslCtx` (an SSL_CTX*) for `tls`, which must outlive the context: the verify
 // callback reads client_allowed_sans from it. Throws std::runtime_error with OpenSSL's reason.
 void configureTlsContext(void* sslCtx, const TlsServerConfig& tls);
 
-}  // namespace idem::exporter
+}  // namespace idem

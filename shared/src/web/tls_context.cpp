@@ -1,4 +1,4 @@
-#include "tls_context.hpp"
+#include "idem/web/tls_context.hpp"
 
 #include <arpa/inet.h>
 #include <openssl/err.h>
@@ -10,7 +10,7 @@
 #include <memory>
 #include <stdexcept>
 
-namespace idem::exporter {
+namespace idem {
 namespace {
 
 using Bio = std::unique_ptr<BIO, decltype(&BIO_free)>;
@@ -156,7 +156,7 @@ void setClientVerification(SSL_CTX* ctx, const TlsServerConfig& tls) {
     fail("the TLS settings cannot be attached");
   SSL_CTX_set_verify(ctx, mode, mode == SSL_VERIFY_NONE ? nullptr : verifyClient);
   // Sessions resumed with a client certificate need an id context.
-  static const unsigned char id[] = "idemwatch-exporter";
+  static const unsigned char id[] = "idemwatch";
   SSL_CTX_set_session_id_context(ctx, id, sizeof id - 1);
 }
 
@@ -169,4 +169,4 @@ void configureTlsContext(void* sslCtx, const TlsServerConfig& tls) {
   setClientVerification(ctx, tls);
 }
 
-}  // namespace idem::exporter
+}  // namespace idem

@@ -1,4 +1,4 @@
-#include "web_config.hpp"
+#include "idem/web/web_config.hpp"
 
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -15,7 +15,7 @@
 
 #include "idem/duration.hpp"
 
-namespace idem::exporter {
+namespace idem {
 namespace {
 
 using YAML::Node;
@@ -270,7 +270,7 @@ std::optional<TlsServerConfig> tlsConfig(const Node& node, const std::filesystem
   if (const Node* n = at("client_allowed_sans"))
     tls.clientAllowedSans = texts(*n, name("client_allowed_sans"));
 
-  // The toolkit's rule, and this exporter's: client certificates are verified against the
+  // The toolkit's rule, and idemwatch's: client certificates are verified against the
   // configured client CAs only, never against the system's trust store.
   const bool verifies = tls.clientAuth == ClientAuth::VerifyClientCertIfGiven ||
                         tls.clientAuth == ClientAuth::RequireAndVerifyClientCert;
@@ -309,7 +309,7 @@ void httpConfig(const Node& node, WebConfig& config) {
     if (key == "http2") {
       if (boolean(value, "http_server_config.http2")) {
         fail(value,
-             "http_server_config.http2: true cannot be honoured: this exporter's web server "
+             "http_server_config.http2: true cannot be honoured: this web server "
              "serves HTTP/1.1 only; set it to false");
       }
       continue;
@@ -371,7 +371,7 @@ void basicAuthUsers(const Node& node, WebConfig& config) {
     if (const int cost = std::stoi(m[1]); cost > kMaxBcryptCost) {
       fail(value, "basic_auth_users: the bcrypt cost " + std::to_string(cost) + " of \"" + user +
                       "\" is above " + std::to_string(kMaxBcryptCost) +
-                      ", the most this exporter accepts (a wrong password would cost seconds of "
+                      ", the most idemwatch accepts (a wrong password would cost seconds of "
                       "CPU); hash it again with htpasswd -B -C 12");
     }
     config.basicAuthUsers[user] = hash;
@@ -450,4 +450,4 @@ WebConfig loadWebConfig(const std::filesystem::path& file) {
   }
 }
 
-}  // namespace idem::exporter
+}  // namespace idem
