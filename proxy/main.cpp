@@ -23,12 +23,16 @@ int main(int argc, char** argv) {
     std::string configPath = "/etc/idemwatch/proxy.yml";
     std::optional<std::string> dsn;
     std::optional<std::string> listen;
+    std::optional<std::string> webConfig;
     idem::CommandLine cli("idemwatch-proxy", "idemwatch-proxy [flags]", kDescription);
     cli.text("config.file", "FILE", "the routes (YAML)", configPath);
     cli.text("db.dsn", "DSN",
              "the database (else the file's database.dsn, IDEMWATCH_DSN, libpq's environment)",
              dsn);
     cli.text("web.listen-address", "HOST:PORT", "where to listen (else the file's listen)", listen);
+    cli.text("web.config.file", "FILE",
+             "TLS and basic auth, as idemwatch-exporter's (else the file's web_config_file)",
+             webConfig);
     if (!cli.parse(std::vector<std::string>(argv + 1, argv + argc), std::cout)) return 0;
     auto config = idem::proxy::loadProxyConfig(configPath);
     if (dsn || config.dsn.empty()) config.dsn = idem::ConnectionSettings::resolve(dsn).dsn;
@@ -40,6 +44,7 @@ int main(int argc, char** argv) {
       config.listenAddress = colon == 0 ? "0.0.0.0" : listen->substr(0, colon);
       config.listenPort = listen->substr(colon + 1);
     }
+    if (webConfig) config.webConfigFile = *webConfig;
     idem::proxy::ProxyServer server(std::move(config), configPath);
     return server.run();
   });

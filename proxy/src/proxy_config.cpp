@@ -296,6 +296,7 @@ ProxyConfig parseProxyConfig(const std::string& yamlText) {
         if (target->empty()) refuse(field, "names a request field, or is left out");
       }
     }
+    if (root["web_config_file"]) c.webConfigFile = root["web_config_file"].as<std::string>();
     if (root["caller_header"]) {
       c.callerHeader = root["caller_header"].as<std::string>();
       if (c.callerHeader.empty()) refuse("caller_header", "names a request field, or is left out");

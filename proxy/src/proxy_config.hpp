@@ -86,6 +86,9 @@ struct ProxyConfig {
   // field's value whole.
   std::string agentHeader;
   std::string traceHeader = "traceparent";
+  // The exporter toolkit's web config (TLS on this proxy's port, basic auth, response headers),
+  // as idemwatch-exporter reads it; empty: plain HTTP, no login.
+  std::string webConfigFile;
   std::vector<Route> routes;
 
   // The largest max_body of any route: the limit before a request's route is known.

@@ -18,7 +18,7 @@ ProxyMetrics::ProxyMetrics(const std::vector<std::string>& routes)
                        .Register(*registry_);
   requestFamily_ = &requests;
   upstreamFamily_ = &upstream;
-  for (auto result : {"no_route", "too_large", "overloaded"}) {
+  for (auto result : {"no_route", "too_large", "overloaded", "unauthorized"}) {
     requests_[{"", result}] = &requests.Add({{"route", ""}, {"result", result}});
   }
   for (const auto& route : routes) addRoute(route);

@@ -19,7 +19,7 @@
 namespace idem::proxy {
 
 // What became of a request, the `result` label. Bounded: these and nothing else.
-inline constexpr std::array<std::string_view, 14> kRequestResults{
+inline constexpr std::array<std::string_view, 15> kRequestResults{
     "sent",                  // claimed, sent upstream, its answer recorded and relayed
     "replayed",              // answered from the record, not sent
     "in_progress",           // 409: the key's claim is live
@@ -33,6 +33,7 @@ inline constexpr std::array<std::string_view, 14> kRequestResults{
     "passed_through",        // a route without a required key, sent unclaimed
     "too_large",             // 413, or 431 for a header over 16 KiB
     "overloaded",            // 503: a connection beyond max_connections, turned away
+    "unauthorized",          // 401: no valid basic-auth login (web config)
     "no_route",              // 404
 };
 

@@ -1,6 +1,8 @@
 #include "proxy_server.hpp"
 
 #include <openssl/evp.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -33,6 +35,9 @@
 #include "idem/hex.hpp"
 #include "idem/protocol_client.hpp"
 #include "idem/vocabulary.hpp"
+#include "idem/web/basic_auth.hpp"
+#include "idem/web/tls_context.hpp"
+#include "idem/web/web_config.hpp"
 #include "idempotency_key.hpp"
 #include "mcp.hpp"
 #include "proxy_metrics.hpp"
@@ -140,6 +145,7 @@ std::string_view resultOfProblem(std::string_view slug, http::status status) {
       {"body-too-large", "too_large"},
       {"header-too-large", "too_large"},
       {"too-many-connections", "overloaded"},
+      {"unauthorized", "unauthorized"},
       {"no-route", "no_route"},
       {"upstream-failed", "passed_through"}};
   if (slug == "outcome-unknown") {
@@ -260,7 +266,53 @@ struct ProxyServer::State {
         routes(std::make_shared<const ProxyConfig>(config)),
         pool(static_cast<std::size_t>(config.databaseWorkers)),
         database(config.dsn),
-        metrics(routeNames(config)) {}
+        metrics(routeNames(config)) {
+    if (config.webConfigFile.empty()) return;
+    const WebConfig web = loadWebConfig(config.webConfigFile);
+    for (const auto& warning : web.warnings) log(config.webConfigFile + ": " + warning);
+    if (web.rateLimit.interval.count() > 0) {
+      throw std::runtime_error(config.webConfigFile +
+                               ": rate_limit is not applied by this proxy (a refused retry could "
+                               "not be told from a refused request); remove it");
+    }
+    headers = web.headers;
+    if (!web.basicAuthUsers.empty()) auth = std::make_unique<BasicAuth>(web.basicAuthUsers);
+    if (web.tls) {
+      tlsConfig = std::make_unique<TlsServerConfig>(*web.tls);
+      tlsServer.emplace(net::ssl::context::tls_server);
+      configureTlsContext(tlsServer->native_handle(), *tlsConfig);
+    }
+  }
+
+  // The client certificate's subject (RFC 2253, spaces and anything outside printable ASCII
+  // percent-escaped), when the web config verifies client certificates and this one passed;
+  // else empty.
+  std::string certificateSubject(SSL* ssl) const {
+    if (!tlsConfig || (tlsConfig->clientAuth != ClientAuth::VerifyClientCertIfGiven &&
+                       tlsConfig->clientAuth != ClientAuth::RequireAndVerifyClientCert)) {
+      return {};
+    }
+    X509* peer = SSL_get1_peer_certificate(ssl);
+    if (peer == nullptr) return {};
+    std::string subject;
+    if (SSL_get_verify_result(ssl) == X509_V_OK) {
+      BIO* out = BIO_new(BIO_s_mem());
+      X509_NAME_print_ex(out, X509_get_subject_name(peer), 0, XN_FLAG_RFC2253);
+      char* text = nullptr;
+      const long n = BIO_get_mem_data(out, &text);
+      for (long i = 0; i < n; ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c > 0x20 && c < 0x7f && c != '%') {
+          subject += static_cast<char>(c);
+        } else {
+          subject += "%" + hexEncode(&c, 1);
+        }
+      }
+      BIO_free(out);
+    }
+    X509_free(peer);
+    return subject;
+  }
 
   // What a reload cannot change (where it listens, the database, its sessions) is read from
   // `config`; the routes from `routes`, which SIGHUP replaces. A request holds the routes it
@@ -278,6 +330,12 @@ struct ProxyServer::State {
   // Connections waiting for their next request: a stop closes them at once.
   std::set<beast::tcp_stream*> idle;
   RecentKeys recent;  // only the io thread touches it
+  // The web config (--web.config.file): TLS on the proxy's own port, basic auth, headers.
+  std::map<std::string, std::string> headers;
+  std::unique_ptr<TlsServerConfig> tlsConfig;  // read by the TLS verify callback while serving
+  std::optional<net::ssl::context> tlsServer;
+  std::unique_ptr<BasicAuth> auth;
+  net::thread_pool checks{1};  // bcrypt runs, off the I/O thread
   // Last, so destroyed first: coroutines still suspended in it when the server stops are
   // destroyed while the members their locals refer to (metrics, counters) still exist.
   net::io_context ioc{1};
@@ -635,12 +693,16 @@ struct ProxyServer::State {
   }
 
   // What every claimed request shares: its scope (the route's `scope` and the caller, prefixed to
-  // `begin.key`), why it was
-  // sent, its agent and its trace. An answer when the request cannot be claimed.
+  // `begin.key`), why it was sent, its agent and its trace. The caller is the one caller_header
+  // names, else the one this proxy authenticated (`authenticated`: a basic-auth user, a client
+  // certificate's subject). An answer when the request cannot be claimed.
   std::optional<Response> describe(const ProxyConfig& current, const Request& req, const Dialect& d,
-                                   const std::string& scope, BeginRequest& begin) {
+                                   const std::string& scope, const std::string& authenticated,
+                                   BeginRequest& begin) {
     std::string prefix = scope;
-    if (!current.callerHeader.empty()) {
+    if (current.callerHeader.empty() && !authenticated.empty()) {
+      prefix += authenticated + " ";
+    } else if (!current.callerHeader.empty()) {
       const auto caller = req.find(current.callerHeader);
       if (caller == req.end() || caller->value().empty()) {
         return refusal(d, http::status::unauthorized, "caller-missing", "No caller",
@@ -755,8 +817,9 @@ struct ProxyServer::State {
   }
 
   awaitable<Response> handle(const ProxyConfig& current, const Route& route,
-                             const std::map<std::string, std::string>& params, const Request& req) {
-    if (route.mcpTools) co_return co_await handleMcp(current, route, req);
+                             const std::map<std::string, std::string>& params,
+                             const std::string& caller, const Request& req) {
+    if (route.mcpTools) co_return co_await handleMcp(current, route, caller, req);
     const Dialect plain;
     std::vector<std::string_view> keyFields;
     for (auto [it, end] = req.equal_range("Idempotency-Key"); it != end; ++it) {
@@ -799,7 +862,8 @@ struct ProxyServer::State {
     }
     // Keys are scoped to the caller, the method and the route: two callers' keys never meet.
     const std::string scope = std::string(req.method_string()) + " " + route.name + " ";
-    if (auto refused = describe(current, req, plain, scope, begin)) co_return std::move(*refused);
+    if (auto refused = describe(current, req, plain, scope, caller, begin))
+      co_return std::move(*refused);
     begin.bizType = route.bizType;
     begin.tool = route.tool;
     const std::string canonicalBody = body.is_discarded() ? req.body() : body.dump();
@@ -814,7 +878,7 @@ struct ProxyServer::State {
   // A Streamable HTTP MCP route: a tools/call of a configured tool is claimed by its key;
   // everything else passes through.
   awaitable<Response> handleMcp(const ProxyConfig& current, const Route& route,
-                                const Request& req) {
+                                const std::string& caller, const Request& req) {
     if (req.method() == http::verb::get) {
       // The server's own event stream (notifications, requests to the client): not relayed. MCP
       // clients take 405 as "this server offers none".
@@ -890,7 +954,8 @@ struct ProxyServer::State {
     const auto& id = call->arguments.at(pointer);
     begin.bizId = id.is_string() ? id.get<std::string>() : id.dump();
     const std::string scope = "tools/call " + route.name + " ";
-    if (auto refused = describe(current, req, mcp, scope, begin)) co_return std::move(*refused);
+    if (auto refused = describe(current, req, mcp, scope, caller, begin))
+      co_return std::move(*refused);
     begin.bizType = tool.bizType;
     begin.tool = tool.tool;
     // The JSON-RPC id changes on every retry: the fingerprint is the tool and its arguments.
@@ -930,7 +995,33 @@ struct ProxyServer::State {
     } leave{this};
     beast::error_code ec;
     socket.set_option(tcp::no_delay(true), ec);
-    beast::tcp_stream stream(std::move(socket));
+    if (!tlsServer) {
+      beast::tcp_stream stream(std::move(socket));
+      co_await serve(stream, std::string());
+      stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+      co_return;
+    }
+    beast::ssl_stream<beast::tcp_stream> stream(beast::tcp_stream(std::move(socket)), *tlsServer);
+    beast::tcp_stream& tcp = beast::get_lowest_layer(stream);
+    tcp.expires_after(config.requestTimeout);
+    idle.insert(&tcp);
+    co_await stream.async_handshake(net::ssl::stream_base::server,
+                                    net::redirect_error(use_awaitable, ec));
+    idle.erase(&tcp);
+    if (ec) co_return;
+    co_await serve(stream, certificateSubject(stream.native_handle()));
+    tcp.expires_after(std::chrono::milliseconds(500));
+    co_await stream.async_shutdown(net::redirect_error(use_awaitable, ec));
+    tcp.socket().shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+  // The requests of one connection, plain or TLS. `subject`: the client certificate's subject
+  // when TLS verified one, the caller of its requests unless caller_header names another.
+  template <typename Stream>
+  awaitable<void> serve(Stream& stream, const std::string& subject) {
+    constexpr bool kPlain = std::is_same_v<Stream, beast::tcp_stream>;
+    beast::tcp_stream& tcp = beast::get_lowest_layer(stream);
+    beast::error_code ec;
     beast::flat_buffer buffer;
     while (!stopping) {
       // Waiting for a request: an idle connection holds no buffer beyond its first bytes, and
@@ -938,11 +1029,11 @@ struct ProxyServer::State {
       // whole: a client sending a byte at a time (slowloris) is cut off then.
       if (buffer.size() == 0) {
         buffer.shrink_to_fit();
-        stream.expires_after(config.idleTimeout);
-        idle.insert(&stream);
+        tcp.expires_after(config.idleTimeout);
+        idle.insert(&tcp);
         const std::size_t n = co_await stream.async_read_some(
             buffer.prepare(kFirstRead), net::redirect_error(use_awaitable, ec));
-        idle.erase(&stream);
+        idle.erase(&tcp);
         if (ec) break;
         buffer.commit(n);
       }
@@ -950,7 +1041,7 @@ struct ProxyServer::State {
       parser.header_limit(kHeaderLimit);
       const std::shared_ptr<const ProxyConfig> current = routes;
       parser.body_limit(current->largestBody());
-      stream.expires_after(config.requestTimeout);
+      tcp.expires_after(config.requestTimeout);
       co_await http::async_read_header(stream, buffer, parser,
                                        net::redirect_error(use_awaitable, ec));
       if (ec == http::error::header_limit) {
@@ -962,7 +1053,9 @@ struct ProxyServer::State {
         metrics.request({}, res[kResultField]);
         res.erase(kResultField);
         co_await http::async_write(stream, res, net::redirect_error(use_awaitable, ec));
-        if (!ec) co_await linger(stream);
+        if constexpr (kPlain) {
+          if (!ec) co_await linger(stream);
+        }
         break;
       }
       if (ec) break;
@@ -984,6 +1077,7 @@ struct ProxyServer::State {
       }
       Response res;
       bool close = false;
+      bool answered = false;  // refused before the request's route or /metrics is reached
       const bool unread = ec == http::error::body_limit;  // the client may still be sending it
       if (ec == http::error::body_limit) {
         res =
@@ -992,8 +1086,32 @@ struct ProxyServer::State {
                         std::to_string(route ? route->maxBody : current->largestBody()) + " bytes",
                     header.version(), false);
         close = true;
+        answered = true;
       } else if (ec) {
         break;
+      }
+      // Basic auth (--web.config.file): the login is the proxy's, so its Authorization field is
+      // taken off before the request goes upstream; the user is the request's caller.
+      std::string caller = subject;
+      if (!answered && auth) {
+        const auto field = parser.get().find(http::field::authorization);
+        const std::string value = field == parser.get().end() ? "" : std::string(field->value());
+        bool allowed = false;
+        if (!value.empty()) allowed = co_await authorised(value);
+        if (allowed) {
+          caller = basicCredentials(value)->first;
+          parser.get().erase(http::field::authorization);
+        } else {
+          res = problem(http::status::unauthorized, "unauthorized", "Unauthorized",
+                        "this proxy takes requests with the basic-auth login of a user its web "
+                        "config names",
+                        header.version(), header.keep_alive());
+          res.set(http::field::www_authenticate, "Basic realm=\"idemwatch-proxy\"");
+          answered = true;
+        }
+      }
+      if (answered) {
+        // too large, or not authorised: `res` says so
       } else if (route == nullptr && header.method() == http::verb::get && path == "/metrics") {
         res = Response{http::status::ok, header.version()};
         res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
@@ -1006,9 +1124,9 @@ struct ProxyServer::State {
                           std::string(path),
                       header.version(), header.keep_alive());
       } else {
-        stream.expires_never();
+        tcp.expires_never();
         try {
-          res = co_await handle(*current, *route, params, parser.get());
+          res = co_await handle(*current, *route, params, caller, parser.get());
         } catch (const std::exception& e) {
           log(std::string("request failed: ") + e.what());
           res = problem(http::status::internal_server_error, "internal", "Internal error", e.what(),
@@ -1019,15 +1137,27 @@ struct ProxyServer::State {
         metrics.request(route ? route->name : std::string(), result->value());
         res.erase(result);
       }
+      for (const auto& [name, value] : headers) res.set(name, value);
       close = close || !res.keep_alive() || stopping;
       res.keep_alive(!close);
-      stream.expires_after(config.requestTimeout);
+      tcp.expires_after(config.requestTimeout);
       co_await http::async_write(stream, res, net::redirect_error(use_awaitable, ec));
-      if (!ec && unread) co_await linger(stream);
+      if constexpr (kPlain) {
+        if (!ec && unread) co_await linger(stream);
+      }
       if (ec || close) break;
     }
-    stream.socket().shutdown(tcp::socket::shutdown_both, ec);
   }
+
+  // A login checked before is answered at once; a new one costs a bcrypt run, on the checks'
+  // thread, never on the I/O thread.
+  awaitable<bool> authorised(const std::string& header) {
+    if (const auto known = auth->remembered(header)) co_return *known;
+    const bool checked = co_await net::co_spawn(checks, bcryptCheck(header), use_awaitable);
+    co_return checked;
+  }
+
+  awaitable<bool> bcryptCheck(std::string header) { co_return auth->allows(header); }
 
   // SIGHUP: the file read again. Its routes (and caller_header) replace the running ones; a file
   // that does not parse changes nothing. Requests in flight finish on the routes they began with.

@@ -56,6 +56,7 @@ class Upstream(http.server.ThreadingHTTPServer):
     def __init__(self) -> None:
         self.charges: collections.Counter = collections.Counter()
         self.dropped: set[str] = set()  # orders charged whose answer was never sent
+        self.authorization: dict[str, str | None] = {}  # the Authorization each order came with
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), UpstreamHandler)
 
@@ -72,6 +73,7 @@ class UpstreamHandler(http.server.BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.charges[order] += 1
             n = self.server.charges[order]
+            self.server.authorization[order] = self.headers.get("Authorization")
         mode = body.get("mode", "ok")
         if mode == "flaky" and random.Random(order).random() < 0.2:
             mode = "drop"  # the seeds' fault: charged, and the answer lost on the way back
@@ -299,6 +301,84 @@ def tls_upstreams(args: argparse.Namespace, work: pathlib.Path) -> None:
               f"a CA file that does not load stops the proxy at start ({run.stderr.strip()})")
     finally:
         proxy.stop()
+        upstream.shutdown()
+        db.close()
+
+
+def openssl(work: pathlib.Path, *argv: str) -> None:
+    subprocess.run(["openssl", *argv], cwd=work, check=True, capture_output=True)
+
+
+def web_door(args: argparse.Namespace, work: pathlib.Path) -> None:
+    """The proxy's own port through the exporter's web config: TLS with client certificates, whose
+    subject becomes the caller that scopes keys; basic auth, whose user does, and whose login
+    never reaches the upstream."""
+    server_cert, server_key = self_signed(work, "door")
+    openssl(work, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=agents-ca",
+            "-keyout", "agents-ca.key", "-out", "agents-ca.crt")
+    openssl(work, "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=agent-one/O=Acme Payments",
+            "-keyout", "agent.key", "-out", "agent.csr")
+    (work / "agent.ext").write_text("extendedKeyUsage=clientAuth\n")
+    openssl(work, "x509", "-req", "-in", "agent.csr", "-CA", "agents-ca.crt", "-CAkey", "agents-ca.key",
+            "-CAcreateserial", "-days", "1", "-extfile", "agent.ext", "-out", "agent.crt")
+    import crypt  # noqa: PLC0415 (deprecated, still in Debian 12's Python; bcrypt through libxcrypt)
+    hashed = crypt.crypt("s3cret", crypt.mksalt(crypt.METHOD_BLOWFISH, rounds=32))
+    tls_config, auth_config = work / "web-tls.yml", work / "web-auth.yml"
+    tls_config.write_text(f"tls_server_config:\n  cert_file: {server_cert}\n  key_file: {server_key}\n"
+                          f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {work}/agents-ca.crt\n")
+    auth_config.write_text(f"basic_auth_users:\n  alice: '{hashed}'\n")
+    upstream = Upstream()
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    port = upstream.server_address[1]
+    tls_proxy = Proxy(args.proxy, args.dsn, port, work, settings=f"web_config_file: {tls_config}")
+    auth_proxy = Proxy(args.proxy, args.dsn, port, work, settings=f"web_config_file: {auth_config}")
+    db = psycopg.connect(args.dsn, autocommit=True)
+
+    def keys_of(key: str) -> list[str]:
+        return [k for (k,) in db.execute("SELECT idempotency_key FROM idem.records WHERE idempotency_key LIKE %s",
+                                         (f"% {key}",)).fetchall()]
+
+    try:
+        context = ssl.create_default_context(cafile=str(server_cert))
+        context.load_cert_chain(work / "agent.crt", work / "agent.key")
+        key = str(uuid.uuid4())
+        conn = http.client.HTTPSConnection("localhost", tls_proxy.port, context=context, timeout=10)
+        status, _, _ = tls_proxy.post("/charges/o-cert", {"amount_minor": 1}, key_header(key), conn=conn)
+        conn.close()
+        check(status == 201 and keys_of(key) == [f"POST charge O=Acme%20Payments,CN=agent-one {key}"],
+              f"over TLS, the verified client certificate's subject scopes the key ({status}: {keys_of(key)})")
+        anonymous = ssl.create_default_context(cafile=str(server_cert))
+        refused = None
+        try:
+            conn = http.client.HTTPSConnection("localhost", tls_proxy.port, context=anonymous, timeout=10)
+            refused = tls_proxy.post("/charges/o-nocert", {"amount_minor": 1}, key_header(str(uuid.uuid4())), conn=conn)
+        except (ssl.SSLError, ConnectionError, http.client.HTTPException):
+            pass
+        check(refused is None and upstream.charges["o-nocert"] == 0,
+              f"a client without a certificate is refused at the handshake ({refused and refused[0]})")
+        try:
+            plain = tls_proxy.post("/charges/o-plain", {}, key_header(str(uuid.uuid4())))
+        except (ConnectionError, http.client.HTTPException, socket.timeout):
+            plain = None
+        check(plain is None and upstream.charges["o-plain"] == 0, "plain HTTP on the TLS port gets nothing")
+
+        login = "Basic " + __import__("base64").b64encode(b"alice:s3cret").decode()
+        wrong = "Basic " + __import__("base64").b64encode(b"alice:guess").decode()
+        status, headers, body = auth_proxy.post("/charges/o-anon", {}, key_header(str(uuid.uuid4())))
+        check(status == 401 and headers.get("www-authenticate", "").startswith("Basic")
+              and body.get("type") == "urn:idemwatch:problem:unauthorized" and upstream.charges["o-anon"] == 0,
+              f"without a login: 401 with a Basic challenge, nothing sent ({status})")
+        status, _, _ = auth_proxy.post("/charges/o-wrong", {}, {**key_header(str(uuid.uuid4())), "Authorization": wrong})
+        check(status == 401 and upstream.charges["o-wrong"] == 0, f"a wrong password: 401 ({status})")
+        key = str(uuid.uuid4())
+        status, _, _ = auth_proxy.post("/charges/o-alice", {"amount_minor": 1}, {**key_header(key), "Authorization": login})
+        check(status == 201 and keys_of(key) == [f"POST charge alice {key}"],
+              f"the basic-auth user scopes the key ({status}: {keys_of(key)})")
+        check(upstream.authorization.get("o-alice") is None,
+              f"the proxy's login is not sent upstream ({upstream.authorization.get('o-alice')})")
+    finally:
+        tls_proxy.stop()
+        auth_proxy.stop()
         upstream.shutdown()
         db.close()
 
@@ -620,6 +700,7 @@ def main() -> int:
 
     hostile_clients(args, upstream, work)
     tls_upstreams(args, work)
+    web_door(args, work)
 
     if FAILURES:
         print(f"proxy: {len(FAILURES)} check(s) failed; logs in {work}")
