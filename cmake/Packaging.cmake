@@ -99,7 +99,7 @@ set(CPACK_DEBIAN_MONITORING_PACKAGE_SECTION net)
 set(CPACK_COMPONENT_MONITORING_DESCRIPTION
     "Prometheus rules and Grafana dashboards for idemwatch
 Recording rules and alerts for the idemwatch exporter's figures, an example
-Prometheus configuration, two Grafana dashboards with provisioning files, and
+Prometheus configuration, three Grafana dashboards with provisioning files, and
 the runbooks the alerts link to, under /usr/share/idemwatch/.")
 set(CPACK_DEBIAN_MONITORING_PACKAGE_SUGGESTS "prometheus, grafana")
 

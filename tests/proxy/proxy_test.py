@@ -701,11 +701,15 @@ def main() -> int:
     hostile_clients(args, upstream, work)
     tls_upstreams(args, work)
     web_door(args, work)
+    return verdict("proxy", work)
 
+
+def verdict(name: str, work: pathlib.Path) -> int:
+    """The exit status of a run whose checks went through check(): 1 when one failed."""
     if FAILURES:
-        print(f"proxy: {len(FAILURES)} check(s) failed; logs in {work}")
+        print(f"{name}: {len(FAILURES)} check(s) failed; logs in {work}")
         return 1
-    print("proxy: every check held")
+    print(f"{name}: every check held")
     return 0
 
 
