@@ -205,6 +205,23 @@ Route parseRoute(const YAML::Node& node, std::size_t index) {
   r.tool = node["tool"] ? node["tool"].as<std::string>() : r.name;
   r.upstreamTimeout =
       duration(node["upstream_timeout"], where + ": upstream_timeout", r.upstreamTimeout);
+  if (node["fingerprint"]) {
+    if (r.mcpTools) refuse(where, "an MCP call's fingerprint is its tool and arguments");
+    if (!node["fingerprint"].IsSequence() || node["fingerprint"].size() == 0) {
+      refuse(where, "fingerprint lists method, route, target, body or body:/pointer");
+    }
+    r.fingerprint.clear();
+    for (const auto& part : node["fingerprint"]) {
+      const auto text = part.as<std::string>();
+      if (text.rfind("body:", 0) == 0) {
+        checkPointer(text.substr(5), where + ": fingerprint '" + text + "'");
+      } else if (text != "method" && text != "route" && text != "target" && text != "body") {
+        refuse(where, "fingerprint takes method, route, target, body or body:/pointer, not '" +
+                          text + "'");
+      }
+      r.fingerprint.push_back(text);
+    }
+  }
   if (node["max_body"]) {
     const auto n = node["max_body"].as<long long>();
     if (n <= 0) refuse(where, "max_body must be a positive number of bytes");
@@ -285,6 +302,7 @@ ProxyConfig parseProxyConfig(const std::string& yamlText) {
     }
     c.idleTimeout = duration(root["idle_timeout"], "idle_timeout", c.idleTimeout);
     c.requestTimeout = duration(root["request_timeout"], "request_timeout", c.requestTimeout);
+    c.stopGrace = duration(root["stop_grace"], "stop_grace", c.stopGrace);
     if (root["max_connections"]) {
       c.maxConnections = root["max_connections"].as<int>();
       if (c.maxConnections < 1) refuse("max_connections", "at least 1");

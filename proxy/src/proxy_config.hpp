@@ -52,6 +52,10 @@ struct Route {
   std::optional<std::string> bizIdPointer;
   std::string tool;
   std::chrono::milliseconds lease{30'000};
+  // What makes two requests under one key the same request: "method", "route", "target" (path
+  // and query), "body" (canonical JSON, keys sorted), or "body:/pointer" (one value of the body).
+  // A client field that changes on every retry (a timestamp, a request id) stays out of it.
+  std::vector<std::string> fingerprint{"method", "route", "target", "body"};
   std::chrono::milliseconds upstreamTimeout{10'000};
   std::size_t maxBody = 1 << 20;
   // Upstream statuses that the upstream documents as "not executed" (a 503 refusal): the record
@@ -75,6 +79,9 @@ struct ProxyConfig {
   // From a request's first byte until it is read whole (and its answer written): a client that
   // sends slowly is cut off after it.
   std::chrono::milliseconds requestTimeout{30'000};
+  // How long a stop waits for requests in flight before it reports what is left (UNKNOWN when
+  // already sent upstream) and exits.
+  std::chrono::milliseconds stopGrace{10'000};
   // Client connections open at once; one more is answered 503 and closed.
   int maxConnections = 16'384;
   // The request field naming the authenticated caller, set by the front door that authenticated

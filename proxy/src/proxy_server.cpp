@@ -57,7 +57,6 @@ using net::use_awaitable;
 
 constexpr std::size_t kHeaderLimit = std::size_t{16} * 1024;
 constexpr std::size_t kUpstreamBodyLimit = std::size_t{8} * 1024 * 1024;
-constexpr auto kStopGrace = std::chrono::seconds(10);
 constexpr std::size_t kLingerLimit = std::size_t{1} << 20;
 constexpr std::size_t kFirstRead = 1024;
 
@@ -153,6 +152,30 @@ std::string_view resultOfProblem(std::string_view slug, http::status status) {
   }
   auto it = kResults.find(slug);
   return it == kResults.end() ? std::string_view{} : it->second;
+}
+
+// What the route's fingerprint names of the request, one part a line.
+std::string fingerprintOf(const Route& route, const Request& req, const nlohmann::json& body,
+                          const std::string& canonicalBody) {
+  std::string text;
+  for (const auto& part : route.fingerprint) {
+    if (!text.empty()) text += '\n';
+    if (part == "method") {
+      text += req.method_string();
+    } else if (part == "route") {
+      text += route.name;
+    } else if (part == "target") {
+      text += req.target();
+    } else if (part == "body") {
+      text += canonicalBody;
+    } else {
+      const nlohmann::json::json_pointer pointer(part.substr(5));
+      text +=
+          part + "=" +
+          (!body.is_discarded() && body.contains(pointer) ? body.at(pointer).dump() : "(absent)");
+    }
+  }
+  return text;
 }
 
 // Printable ASCII; a space too when `space`.
@@ -330,6 +353,12 @@ struct ProxyServer::State {
   // Connections waiting for their next request: a stop closes them at once.
   std::set<beast::tcp_stream*> idle;
   RecentKeys recent;  // only the io thread touches it
+  // Claims whose upstream call is under way (only the io thread touches it).
+  struct InFlight {
+    Claim claim;
+    bool sending;
+  };
+  std::set<InFlight*> inFlight;
   // The web config (--web.config.file): TLS on the proxy's own port, basic auth, headers.
   std::map<std::string, std::string> headers;
   std::unique_ptr<TlsServerConfig> tlsConfig;  // read by the TLS verify callback while serving
@@ -391,7 +420,10 @@ struct ProxyServer::State {
         use_awaitable);
   }
 
-  awaitable<UpstreamResult> callUpstream(const Route& route, const Request& req) {
+  // `sending`, when given, turns true once the first byte of the request is about to be written:
+  // from then on the upstream may act on it.
+  awaitable<UpstreamResult> callUpstream(const Route& route, const Request& req,
+                                         bool* sending = nullptr) {
     const auto started = std::chrono::steady_clock::now();
     struct Timed {
       ProxyMetrics& metrics;
@@ -430,7 +462,7 @@ struct ProxyServer::State {
       co_return out;
     }
     if (!route.upstream.tls) {
-      co_await exchange(stream, route, req, out);
+      co_await exchange(stream, route, req, out, sending);
       co_return out;
     }
     // TLS: the chain checked against the route's CA, the certificate's name against the host.
@@ -449,14 +481,14 @@ struct ProxyServer::State {
                    " failed: " + ec.message();
       co_return out;
     }
-    co_await exchange(tls, route, req, out);
+    co_await exchange(tls, route, req, out, sending);
     co_return out;
   }
 
   // Sends the request on a connected stream and reads the whole answer into `out`.
   template <typename Stream>
   static awaitable<void> exchange(Stream& stream, const Route& route, const Request& req,
-                                  UpstreamResult& out) {
+                                  UpstreamResult& out, bool* sending) {
     beast::error_code ec;
     Request up{req.method(), route.upstream.basePath + std::string(req.target()), 11};
     for (const auto& field : req) {
@@ -470,6 +502,7 @@ struct ProxyServer::State {
     up.keep_alive(false);
     up.body() = req.body();
     up.prepare_payload();
+    if (sending != nullptr) *sending = true;
     const std::size_t written =
         co_await http::async_write(stream, up, net::redirect_error(use_awaitable, ec));
     if (ec) {
@@ -641,7 +674,12 @@ struct ProxyServer::State {
   awaitable<Response> claimed(const Route& route, const Request& req, const std::string& key,
                               const BeginResult& begun, const Dialect& d) {
     const Claim claim{key, begun.version.value_or(0), begun.claimToken.value_or("")};
-    const auto result = co_await callUpstream(route, req);
+    // Known to a stop until the upstream has answered or given up: a stop that cannot wait for
+    // it reports it at once (stopInFlight).
+    InFlight flight{claim, false};
+    inFlight.insert(&flight);
+    const auto result = co_await callUpstream(route, req, &flight.sending);
+    inFlight.erase(&flight);
     using Kind = UpstreamResult::Kind;
     if (result.kind == Kind::NotSent) {
       const Report call = [&claim, &result](ProtocolClient& c) {
@@ -867,8 +905,7 @@ struct ProxyServer::State {
     begin.bizType = route.bizType;
     begin.tool = route.tool;
     const std::string canonicalBody = body.is_discarded() ? req.body() : body.dump();
-    begin.requestHash = sha256Hex(std::string(req.method_string()) + "\n" + route.name + "\n" +
-                                  std::string(req.target()) + "\n" + canonicalBody);
+    begin.requestHash = sha256Hex(fingerprintOf(route, req, body, canonicalBody));
     begin.requestPayload =
         body.is_object() ? canonicalBody : nlohmann::json{{"body", canonicalBody}}.dump();
     begin.lease = route.lease;
@@ -1159,6 +1196,33 @@ struct ProxyServer::State {
 
   awaitable<bool> bcryptCheck(std::string header) { co_return auth->allows(header); }
 
+  // The grace period is over and claims are still waiting on the upstream: each is reported now,
+  // on a session of its own, rather than left PROCESSING until its lease runs out. A request
+  // whose first byte went out may have acted: UNKNOWN. One not yet sent: FAILED, retry allowed.
+  void stopInFlight() {
+    if (inFlight.empty()) return;
+    try {
+      pqxx::connection session(config.dsn);
+      ProtocolClient client(session);
+      for (const InFlight* f : inFlight) {
+        const ChangeResult result =
+            f->sending
+                ? client.markUnknown(f->claim.key, f->claim.version,
+                                     "the proxy stopped before the upstream answered",
+                                     f->claim.token)
+                : client.fail(f->claim.key, f->claim.version,
+                              "the proxy stopped before sending it upstream", f->claim.token, true);
+        log(std::string(f->sending ? "stopped while the upstream had "
+                                   : "stopped before sending ") +
+            "key '" + f->claim.key + "': " + std::string(format(result.result)));
+      }
+    } catch (const std::exception& e) {
+      log(std::string("stopping: the claims in flight could not be reported (their leases will "
+                      "turn them UNKNOWN): ") +
+          e.what());
+    }
+  }
+
   // SIGHUP: the file read again. Its routes (and caller_header) replace the running ones; a file
   // that does not parse changes nothing. Requests in flight finish on the routes they began with.
   void reload() {
@@ -1175,9 +1239,9 @@ struct ProxyServer::State {
         next.databaseWorkers != config.databaseWorkers ||
         next.databaseQueue != config.databaseQueue || next.idleTimeout != config.idleTimeout ||
         next.requestTimeout != config.requestTimeout ||
-        next.maxConnections != config.maxConnections) {
-      log("reload: listen, database, idle_timeout, request_timeout and max_connections changes "
-          "take effect at the next start");
+        next.maxConnections != config.maxConnections || next.stopGrace != config.stopGrace) {
+      log("reload: listen, database, idle_timeout, request_timeout, max_connections and "
+          "stop_grace changes take effect at the next start");
     }
     for (const auto& r : next.routes) metrics.addRoute(r.name);
     resolved.clear();
@@ -1285,7 +1349,7 @@ int ProxyServer::run() {
     net::co_spawn(
         s.ioc,
         [&s]() -> awaitable<void> {
-          const auto deadline = std::chrono::steady_clock::now() + kStopGrace;
+          const auto deadline = std::chrono::steady_clock::now() + s.config.stopGrace;
           net::steady_timer tick(co_await net::this_coro::executor);
           while (s.sessions > 0 && std::chrono::steady_clock::now() < deadline) {
             tick.expires_after(std::chrono::milliseconds(100));
@@ -1293,8 +1357,8 @@ int ProxyServer::run() {
           }
           if (s.sessions > 0) {
             log(std::to_string(s.sessions) +
-                " connection(s) still open after the grace period: closed "
-                "(a claim cut off now stays PROCESSING and its lease turns it UNKNOWN)");
+                " connection(s) still open after the grace period: closed");
+            s.stopInFlight();
           }
           s.ioc.stop();
         },

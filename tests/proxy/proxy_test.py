@@ -701,7 +701,73 @@ def main() -> int:
     hostile_clients(args, upstream, work)
     tls_upstreams(args, work)
     web_door(args, work)
+    fingerprints_pipelining_and_stop(args, work)
     return verdict("proxy", work)
+
+
+def fingerprints_pipelining_and_stop(args: argparse.Namespace, work: pathlib.Path) -> None:
+    """A route's fingerprint leaving out a field that changes on every retry; two requests
+    pipelined on one connection; a stop that cannot wait for the upstream reports the claim
+    UNKNOWN at once instead of leaving it PROCESSING for its lease."""
+    upstream = Upstream()
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    port = upstream.server_address[1]
+    proxy = Proxy(args.proxy, args.dsn, port, work, settings="stop_grace: 1s", routes=f"""
+  - name: stable
+    path: /stable/{{order_id}}
+    upstream: http://127.0.0.1:{port}
+    biz_type: payment
+    biz_id: path:order_id
+    fingerprint: [method, route, "body:/amount_minor"]
+  - name: patient
+    path: /patient/{{order_id}}
+    upstream: http://127.0.0.1:{port}
+    biz_type: payment
+    biz_id: path:order_id
+    upstream_timeout: 30s
+""")
+    db = psycopg.connect(args.dsn, autocommit=True)
+    try:
+        key = str(uuid.uuid4())
+        first = proxy.post("/stable/o-stable", {"amount_minor": 300, "sent_at": "10:00:00"}, key_header(key))
+        retry = proxy.post("/stable/o-stable", {"amount_minor": 300, "sent_at": "10:00:07"}, key_header(key))
+        other = proxy.post("/stable/o-stable", {"amount_minor": 900, "sent_at": "10:00:09"}, key_header(key))
+        check(first[0] == 201 and retry[1].get("idempotent-replayed") == "true" and other[0] == 422
+              and upstream.charges["o-stable"] == 1,
+              f"a fingerprint without the retry's timestamp replays it, another amount is 422 "
+              f"({first[0]}, {retry[0]}, {other[0]})")
+
+        requests = b"".join(
+            f"POST /charges/{order} HTTP/1.1\r\nHost: x\r\nIdempotency-Key: \"{uuid.uuid4()}\"\r\n"
+            f"Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}".encode()
+            for order in ("o-pipe-1", "o-pipe-2"))
+        s = socket.create_connection(("127.0.0.1", proxy.port), timeout=10)
+        s.sendall(requests)
+        s.shutdown(socket.SHUT_WR)
+        answers = read_until_closed(s, 10)
+        s.close()
+        check(answers.count(b"HTTP/1.1 201") == 2 and answers.index(b"o-pipe-1") < answers.index(b"o-pipe-2")
+              and upstream.charges["o-pipe-1"] == 1 and upstream.charges["o-pipe-2"] == 1,
+              "two pipelined requests are both answered, in order, each charged once")
+
+        key = str(uuid.uuid4())
+        waiting = threading.Thread(target=lambda: proxy.post("/patient/o-stopped", {"mode": "slow"}, key_header(key)),
+                                   daemon=True)
+        waiting.start()
+        time.sleep(0.8)
+        stopped_at = time.monotonic()
+        code = proxy.stop()
+        took = time.monotonic() - stopped_at
+        row = db.execute("SELECT status, last_error FROM idem.records WHERE idempotency_key = %s",
+                         (f"POST patient {key}",)).fetchone()
+        check(code == 0 and took < 8 and row is not None and row[0] == "UNKNOWN" and "stopped" in (row[1] or ""),
+              f"a stop past its grace reports a request the upstream has not answered UNKNOWN at once "
+              f"(exit {code} after {took:.1f} s: {row})")
+    finally:
+        if proxy.process.poll() is None:
+            proxy.stop()
+        upstream.shutdown()
+        db.close()
 
 
 def verdict(name: str, work: pathlib.Path) -> int:
