@@ -11,12 +11,16 @@ import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { randomUUID } from "node:crypto";
+import { randomUUID, webcrypto } from "node:crypto";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { z } from "zod";
+
+// Node 18 (Debian 12's) has no global Web Crypto, which the SDK's server and client call for
+// session ids and the like; later versions have it.
+if (!globalThis.crypto) globalThis.crypto = webcrypto;
 
 const { values: args } = parseArgs({
   options: { proxy: { type: "string" }, dsn: { type: "string" }, psql: { type: "string" } },
