@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
     std::optional<std::string> dsn;
     std::optional<std::string> listen;
     std::optional<std::string> webConfig;
+    bool check = false;
     idem::CommandLine cli("idemwatch-proxy", "idemwatch-proxy [flags]", kDescription);
     cli.text("config.file", "FILE", "the routes (YAML)", configPath);
     cli.text("db.dsn", "DSN",
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
     cli.text("web.config.file", "FILE",
              "TLS and basic auth, as idemwatch-exporter's (else the file's web_config_file)",
              webConfig);
+    cli.flag("check",
+             "read the routes and the web config, say what is wrong, and exit without serving "
+             "(as before a reload)",
+             check);
     if (!cli.parse(std::vector<std::string>(argv + 1, argv + argc), std::cout)) return 0;
     auto config = idem::proxy::loadProxyConfig(configPath);
     if (dsn || config.dsn.empty()) config.dsn = idem::ConnectionSettings::resolve(dsn).dsn;
@@ -45,7 +50,12 @@ int main(int argc, char** argv) {
       config.listenPort = listen->substr(colon + 1);
     }
     if (webConfig) config.webConfigFile = *webConfig;
+    const std::size_t routes = config.routes.size();
     idem::proxy::ProxyServer server(std::move(config), configPath);
+    if (check) {
+      std::cout << configPath << ": " << routes << " route(s), ready to serve\n";
+      return 0;
+    }
     return server.run();
   });
 }

@@ -4,7 +4,9 @@
 #   direct     wrk straight to the upstream
 #   nginx      wrk through nginx's proxy_pass (no idempotency): the yardstick for a proxy
 #   protocol   pgbench: idem.begin + idem.complete alone, the two calls the proxy makes
-#   proxy      wrk through idemwatch-proxy: a fresh Idempotency-Key and order each request
+#   proxy      wrk through idemwatch-proxy: a fresh Idempotency-Key and order each request, a new
+#              upstream connection each request
+#   proxy-ka   the same with upstream_keepalive: 2s (upstream connections reused)
 # at 1 and 64 connections, p50 and p99 latency and requests/s. The proxy's own overhead is its
 # latency less the direct call's and the two protocol calls'.
 #
@@ -29,6 +31,7 @@ dsn=$(pg_migrated_database bench "$build/tools/idemctl/idemctl")
 trap 'kill $(cat "$work"/*.pid 2>/dev/null) 2>/dev/null || true; pg_stop "$work"; rm -rf "$work"' EXIT
 
 upstream_port=$(pg_free_port) nginx_port=$(pg_free_port) proxy_port=$(pg_free_port)
+keepalive_port=$(pg_free_port)
 cat >"$work/nginx.conf" <<CONF
 daemon off;
 worker_processes 1;
@@ -49,8 +52,9 @@ http {
 }
 CONF
 nginx -c "$work/nginx.conf" -p "$work" >"$work/nginx.log" 2>&1 &
-cat >"$work/proxy.yml" <<CONF
-listen: 127.0.0.1:$proxy_port
+write_proxy_config() {  # write_proxy_config FILE PORT [ROUTE LINE]
+  cat >"$1" <<CONF
+listen: 127.0.0.1:$2
 database:
   dsn: "$dsn"
   workers: ${PROXY_WORKERS:-8}
@@ -60,10 +64,16 @@ routes:
     upstream: http://127.0.0.1:$upstream_port
     biz_type: payment
     biz_id: path:order_id
+    ${3:-}
 CONF
+}
+write_proxy_config "$work/proxy.yml" "$proxy_port"
+write_proxy_config "$work/proxy-ka.yml" "$keepalive_port" "upstream_keepalive: 2s"
 "$build/proxy/idemwatch-proxy" --config.file "$work/proxy.yml" 2>"$work/proxy.log" &
 echo $! >"$work/proxy.pid"
-for port in "$upstream_port" "$nginx_port" "$proxy_port"; do
+"$build/proxy/idemwatch-proxy" --config.file "$work/proxy-ka.yml" 2>"$work/proxy-ka.log" &
+echo $! >"$work/proxy-ka.pid"
+for port in "$upstream_port" "$nginx_port" "$proxy_port" "$keepalive_port"; do
   for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
 done
 cat >"$work/claim.sql" <<'SQL'
@@ -100,6 +110,10 @@ for round in $(seq "$REPEAT"); do
     printf '%-9s %5s %4s %10.0f %9s %9s\n' protocol "$c" "$round" \
       "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -n 1)" "$p50" "$p99"
     run_wrk proxy "$c" "$round" "http://127.0.0.1:$proxy_port" "$root/bench/proxy/keys.lua"
+    run_wrk proxy-ka "$c" "$round" "http://127.0.0.1:$keepalive_port" "$root/bench/proxy/keys.lua"
   done
 done
-echo "proxy peak RSS: $(awk '/VmHWM/ {print $2, $3}' "/proc/$(cat "$work/proxy.pid")/status")"
+echo "proxy peak RSS: $(awk '/VmHWM/ {print $2, $3}' "/proc/$(cat "$work/proxy.pid")/status")," \
+  "with upstream keep-alive: $(awk '/VmHWM/ {print $2, $3}' "/proc/$(cat "$work/proxy-ka.pid")/status")"
+echo "upstream connections of the keep-alive proxy: $(curl -s "http://127.0.0.1:$keepalive_port/metrics" |
+  awk '/^idemwatch_proxy_upstream_connections_total/ {printf "%s %s; ", $1, $2}')"

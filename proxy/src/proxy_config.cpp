@@ -98,6 +98,19 @@ std::shared_ptr<boost::asio::ssl::context> tlsContext(const std::string& caFile,
   return context;
 }
 
+// A field this file does not know is a mistake (a misspelt upstream_keepalive would otherwise
+// pass unnoticed): refused, naming it and the fields that are known here.
+void onlyFields(const YAML::Node& node, const std::string& where,
+                std::initializer_list<std::string_view> known) {
+  for (const auto& entry : node) {
+    const auto field = entry.first.as<std::string>();
+    if (std::find(known.begin(), known.end(), field) != known.end()) continue;
+    std::string list;
+    for (const auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    refuse(where, "unknown field '" + field + "' (known here: " + list + ")");
+  }
+}
+
 void checkPointer(const std::string& pointer, const std::string& where) {
   if (pointer.empty() || pointer.front() != '/') {
     refuse(where, "takes a JSON pointer such as /order_id, not '" + pointer + "'");
@@ -113,11 +126,13 @@ std::map<std::string, McpTool> parseMcpTools(const YAML::Node& mcp, const std::s
   if (!mcp.IsMap() || !mcp["tools"] || !mcp["tools"].IsSequence() || mcp["tools"].size() == 0) {
     refuse(where, "mcp takes 'tools', a list of the tools whose calls are claimed");
   }
+  onlyFields(mcp, where + ": mcp", {"tools"});
   std::map<std::string, McpTool> tools;
   for (std::size_t i = 0; i < mcp["tools"].size(); ++i) {
     const auto& node = mcp["tools"][i];
     const std::string at = where + ": mcp.tools[" + std::to_string(i) + "]";
     if (!node.IsMap()) refuse(at, "a tool is a mapping");
+    onlyFields(node, at, {"name", "biz_type", "biz_id", "tool", "key_from_arguments", "lease"});
     McpTool t;
     for (const char* field : {"name", "biz_type", "biz_id"}) {
       if (!node[field] || node[field].as<std::string>().empty())
@@ -156,6 +171,11 @@ Route parseRoute(const YAML::Node& node, std::size_t index) {
   r.name = node["name"] ? node["name"].as<std::string>() : r.path;
   const std::string where = "route '" + r.name + "'";
   if (r.path.front() != '/') refuse(where, "path must start with '/'");
+  onlyFields(
+      node, where,
+      {"name", "path", "methods", "upstream", "upstream_ca", "upstream_timeout",
+       "upstream_keepalive", "upstream_keepalive_connections", "key_required", "biz_type", "biz_id",
+       "tool", "lease", "fingerprint", "max_body", "not_executed_statuses", "mcp"});
   if (node["methods"]) {
     for (const auto& m : node["methods"]) {
       std::string method = m.as<std::string>();
@@ -205,6 +225,15 @@ Route parseRoute(const YAML::Node& node, std::size_t index) {
   r.tool = node["tool"] ? node["tool"].as<std::string>() : r.name;
   r.upstreamTimeout =
       duration(node["upstream_timeout"], where + ": upstream_timeout", r.upstreamTimeout);
+  r.upstreamKeepalive =
+      duration(node["upstream_keepalive"], where + ": upstream_keepalive", r.upstreamKeepalive);
+  if (node["upstream_keepalive_connections"]) {
+    const auto n = node["upstream_keepalive_connections"].as<long long>();
+    if (n <= 0 || n > 100'000) {
+      refuse(where, "upstream_keepalive_connections must be between 1 and 100000");
+    }
+    r.upstreamKeepaliveConnections = static_cast<std::size_t>(n);
+  }
   if (node["fingerprint"]) {
     if (r.mcpTools) refuse(where, "an MCP call's fingerprint is its tool and arguments");
     if (!node["fingerprint"].IsSequence() || node["fingerprint"].size() == 0) {
@@ -285,6 +314,10 @@ ProxyConfig parseProxyConfig(const std::string& yamlText) {
   if (!root.IsMap()) refuse("configuration", "the top level is a mapping");
   ProxyConfig c;
   try {
+    onlyFields(
+        root, "configuration",
+        {"listen", "database", "idle_timeout", "request_timeout", "stop_grace", "max_connections",
+         "caller_header", "agent_header", "trace_header", "web_config_file", "routes"});
     if (root["listen"]) {
       const auto listen = root["listen"].as<std::string>();
       const std::size_t colon = listen.rfind(':');
@@ -293,6 +326,7 @@ ProxyConfig parseProxyConfig(const std::string& yamlText) {
       c.listenPort = listen.substr(colon + 1);
     }
     if (const auto db = root["database"]) {
+      onlyFields(db, "database", {"dsn", "workers", "queue"});
       if (db["dsn"]) c.dsn = db["dsn"].as<std::string>();
       if (db["workers"]) c.databaseWorkers = db["workers"].as<int>();
       if (db["queue"]) c.databaseQueue = db["queue"].as<int>();

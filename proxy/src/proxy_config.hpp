@@ -57,6 +57,12 @@ struct Route {
   // A client field that changes on every retry (a timestamp, a request id) stays out of it.
   std::vector<std::string> fingerprint{"method", "route", "target", "body"};
   std::chrono::milliseconds upstreamTimeout{10'000};
+  // Upstream connections kept open after an answer and reused for the next request, while idle
+  // for less than this (zero: a connection per request). It must be shorter than the upstream's
+  // own idle timeout: a connection the upstream closes just as a request goes out on it leaves
+  // that request's outcome unknown.
+  std::chrono::milliseconds upstreamKeepalive{0};
+  std::size_t upstreamKeepaliveConnections = 64;  // idle ones kept at most
   std::size_t maxBody = 1 << 20;
   // Upstream statuses that the upstream documents as "not executed" (a 503 refusal): the record
   // fails with a retry allowed. Every other 5xx is an unknown outcome.

@@ -18,6 +18,12 @@ ProxyMetrics::ProxyMetrics(const std::vector<std::string>& routes)
                        .Register(*registry_);
   requestFamily_ = &requests;
   upstreamFamily_ = &upstream;
+  connectionFamily_ = &prometheus::BuildCounter()
+                           .Name("idemwatch_proxy_upstream_connections_total")
+                           .Help(
+                               "Requests sent upstream, by whether their connection was new or "
+                               "kept open from an earlier answer (upstream_keepalive).")
+                           .Register(*registry_);
   for (auto result : {"no_route", "too_large", "overloaded", "unauthorized"}) {
     requests_[{"", result}] = &requests.Add({{"route", ""}, {"result", result}});
   }
@@ -43,6 +49,10 @@ void ProxyMetrics::addRoute(const std::string& route) {
         &requestFamily_->Add({{"route", route}, {"result", std::string(result)}});
   }
   upstream_[route] = &upstreamFamily_->Add({{"route", route}}, buckets);
+  for (const bool reused : {false, true}) {
+    upstreamConnections_[{route, reused}] =
+        &connectionFamily_->Add({{"route", route}, {"connection", reused ? "reused" : "new"}});
+  }
 }
 
 void ProxyMetrics::request(const std::string& route, std::string_view result) {
@@ -53,6 +63,11 @@ void ProxyMetrics::request(const std::string& route, std::string_view result) {
 void ProxyMetrics::upstreamSeconds(const std::string& route, double seconds) {
   auto it = upstream_.find(route);
   if (it != upstream_.end()) it->second->Observe(seconds);
+}
+
+void ProxyMetrics::upstreamConnection(const std::string& route, bool reused) {
+  auto it = upstreamConnections_.find({route, reused});
+  if (it != upstreamConnections_.end()) it->second->Increment();
 }
 
 std::string ProxyMetrics::scrape() const {

@@ -46,6 +46,8 @@ class ProxyMetrics {
   // `route` "" for a request of no route; `result` one of kRequestResults.
   void request(const std::string& route, std::string_view result);
   void upstreamSeconds(const std::string& route, double seconds);
+  // A request went out on a new upstream connection, or on one kept open from an earlier answer.
+  void upstreamConnection(const std::string& route, bool reused);
   void connectionOpened() { connections_->Increment(); }
   void connectionClosed() { connections_->Decrement(); }
   void setWaiting(int calls) { waiting_->Set(calls); }
@@ -57,6 +59,8 @@ class ProxyMetrics {
   prometheus::Family<prometheus::Histogram>* upstreamFamily_;
   std::map<std::pair<std::string, std::string>, prometheus::Counter*> requests_;
   std::map<std::string, prometheus::Histogram*> upstream_;
+  prometheus::Family<prometheus::Counter>* connectionFamily_;
+  std::map<std::pair<std::string, bool>, prometheus::Counter*> upstreamConnections_;
   prometheus::Gauge* connections_;
   prometheus::Gauge* waiting_;
 };

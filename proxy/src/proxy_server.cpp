@@ -207,6 +207,60 @@ class RecentKeys {
   std::unordered_set<std::size_t> current_, previous_;
 };
 
+// Nothing is readable on an idle upstream connection: no close, reset or early bytes from the
+// upstream. A TLS connection also has nothing decrypted and unread.
+bool quiet(beast::tcp_stream& stream) {
+  char byte = 0;
+  const ssize_t n =
+      ::recv(stream.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT | MSG_NOSIGNAL);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+bool quiet(beast::ssl_stream<beast::tcp_stream>& stream) {
+  return SSL_pending(stream.native_handle()) == 0 && quiet(beast::get_lowest_layer(stream));
+}
+
+// Upstream connections kept open after an answer, for the next request to the same upstream
+// (a route's upstream_keepalive). One is reused only before its idle time runs out and while
+// nothing is readable on it: a request sent on a connection the upstream is closing has an
+// unknown outcome, so reuse stays where the upstream is surely still listening. Most recently
+// returned first. Only the io thread touches it.
+template <typename Stream>
+class UpstreamPool {
+ public:
+  std::unique_ptr<Stream> take(const std::string& upstream) {
+    auto it = idle_.find(upstream);
+    if (it == idle_.end()) return nullptr;
+    auto& stack = it->second;
+    const auto now = std::chrono::steady_clock::now();
+    while (!stack.empty()) {
+      Idle last = std::move(stack.back());
+      stack.pop_back();
+      if (now < last.until && quiet(*last.stream)) return std::move(last.stream);
+    }
+    return nullptr;
+  }
+  void give(const std::string& upstream, std::unique_ptr<Stream> stream,
+            std::chrono::milliseconds keepalive, std::size_t most) {
+    auto& stack = idle_[upstream];
+    if (stack.size() >= most) stack.erase(stack.begin());
+    stack.push_back({std::move(stream), std::chrono::steady_clock::now() + keepalive});
+  }
+  // Closes the connections whose idle time ran out (all of them with `all`).
+  void sweep(bool all = false) {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [upstream, stack] : idle_) {
+      std::erase_if(stack, [&](const Idle& i) { return all || now >= i.until; });
+    }
+  }
+
+ private:
+  struct Idle {
+    std::unique_ptr<Stream> stream;
+    std::chrono::steady_clock::time_point until;
+  };
+  std::map<std::string, std::vector<Idle>> idle_;
+};
+
 Response problem(http::status status, std::string_view slug, std::string_view title,
                  const std::string& detail, unsigned version, bool keepAlive) {
   Response res{status, version};
@@ -272,6 +326,7 @@ struct UpstreamResult {
   enum class Kind { Answered, NotSent, Ambiguous } kind = Kind::NotSent;
   Response response;
   std::string reason;
+  bool reusable = false;  // answered whole on a connection the upstream keeps open
 };
 
 }  // namespace
@@ -350,6 +405,8 @@ struct ProxyServer::State {
   std::atomic<bool> stopping{false};
   int sessions = 0;
   std::map<std::string, tcp::resolver::results_type> resolved;  // by route
+  UpstreamPool<beast::tcp_stream> plainUpstreams;
+  UpstreamPool<beast::ssl_stream<beast::tcp_stream>> tlsUpstreams;
   // Connections waiting for their next request: a stop closes them at once.
   std::set<beast::tcp_stream*> idle;
   RecentKeys recent;  // only the io thread touches it
@@ -436,6 +493,63 @@ struct ProxyServer::State {
       }
     } timed{metrics, route.name, started};
     UpstreamResult out;
+    const auto deadline = started + route.upstreamTimeout;
+    const bool keepAlive = route.upstreamKeepalive.count() > 0;
+    // Connections are kept per upstream as this route reads it (a reload may point the route
+    // elsewhere or trust another CA).
+    const std::string upstream = route.name + '\n' + route.upstream.host + ':' +
+                                 route.upstream.port + '\n' + route.upstream.caFile;
+    if (!route.upstream.tls) {
+      auto stream = keepAlive ? plainUpstreams.take(upstream) : nullptr;
+      const bool reused = stream != nullptr;
+      if (!reused) stream = co_await connect(route, deadline, out);
+      if (!stream) co_return out;
+      metrics.upstreamConnection(route.name, reused);
+      stream->expires_at(deadline);
+      co_await exchange(*stream, route, req, out, sending, keepAlive);
+      if (out.reusable) {
+        plainUpstreams.give(upstream, std::move(stream), route.upstreamKeepalive,
+                            route.upstreamKeepaliveConnections);
+      }
+      co_return out;
+    }
+    auto tls = keepAlive ? tlsUpstreams.take(upstream) : nullptr;
+    const bool reused = tls != nullptr;
+    if (!reused) {
+      auto stream = co_await connect(route, deadline, out);
+      if (!stream) co_return out;
+      // TLS: the chain checked against the route's CA, the certificate's name against the host.
+      // A handshake that fails has sent nothing of the request.
+      tls = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(std::move(*stream),
+                                                                   *route.upstream.context);
+      if (SSL_set_tlsext_host_name(tls->native_handle(), route.upstream.host.c_str()) != 1) {
+        out.reason = "cannot name " + route.upstream.host + " in the TLS handshake";
+        co_return out;
+      }
+      tls->set_verify_callback(net::ssl::host_name_verification(route.upstream.host));
+      beast::error_code ec;
+      co_await tls->async_handshake(net::ssl::stream_base::client,
+                                    net::redirect_error(use_awaitable, ec));
+      if (ec) {
+        out.reason = "the TLS handshake with " + route.upstream.host + ":" + route.upstream.port +
+                     " failed: " + ec.message();
+        co_return out;
+      }
+    }
+    metrics.upstreamConnection(route.name, reused);
+    beast::get_lowest_layer(*tls).expires_at(deadline);
+    co_await exchange(*tls, route, req, out, sending, keepAlive);
+    if (out.reusable) {
+      tlsUpstreams.give(upstream, std::move(tls), route.upstreamKeepalive,
+                        route.upstreamKeepaliveConnections);
+    }
+    co_return out;
+  }
+
+  // A new TCP connection to the route's upstream; null, with the reason in `out`, when none is
+  // made before `deadline`.
+  awaitable<std::unique_ptr<beast::tcp_stream>> connect(
+      const Route& route, std::chrono::steady_clock::time_point deadline, UpstreamResult& out) {
     beast::error_code ec;
     // Resolved once and kept (a resolution is a trip to a helper thread); a renamed upstream
     // needs a restart. Only the io thread touches the cache.
@@ -446,49 +560,28 @@ struct ProxyServer::State {
                                                        net::redirect_error(use_awaitable, ec));
       if (ec) {
         out.reason = "cannot resolve " + route.upstream.host + ": " + ec.message();
-        co_return out;
+        co_return nullptr;
       }
       cached = resolved.insert_or_assign(route.name, std::move(endpoints)).first;
     }
     const auto& endpoints = cached->second;
-    beast::tcp_stream stream(co_await net::this_coro::executor);
-    const auto deadline = started + route.upstreamTimeout;
-    stream.expires_at(deadline);
-    co_await stream.async_connect(endpoints, net::redirect_error(use_awaitable, ec));
-    if (!ec) stream.socket().set_option(tcp::no_delay(true), ec);  // header and body: no Nagle wait
+    auto stream = std::make_unique<beast::tcp_stream>(co_await net::this_coro::executor);
+    stream->expires_at(deadline);
+    co_await stream->async_connect(endpoints, net::redirect_error(use_awaitable, ec));
+    // Header and body: no Nagle wait.
+    if (!ec) stream->socket().set_option(tcp::no_delay(true), ec);
     if (ec) {
       out.reason = "cannot connect to " + route.upstream.host + ":" + route.upstream.port + ": " +
                    ec.message();
-      co_return out;
+      co_return nullptr;
     }
-    if (!route.upstream.tls) {
-      co_await exchange(stream, route, req, out, sending);
-      co_return out;
-    }
-    // TLS: the chain checked against the route's CA, the certificate's name against the host.
-    // A handshake that fails has sent nothing of the request.
-    beast::ssl_stream<beast::tcp_stream> tls(std::move(stream), *route.upstream.context);
-    beast::get_lowest_layer(tls).expires_at(deadline);
-    if (SSL_set_tlsext_host_name(tls.native_handle(), route.upstream.host.c_str()) != 1) {
-      out.reason = "cannot name " + route.upstream.host + " in the TLS handshake";
-      co_return out;
-    }
-    tls.set_verify_callback(net::ssl::host_name_verification(route.upstream.host));
-    co_await tls.async_handshake(net::ssl::stream_base::client,
-                                 net::redirect_error(use_awaitable, ec));
-    if (ec) {
-      out.reason = "the TLS handshake with " + route.upstream.host + ":" + route.upstream.port +
-                   " failed: " + ec.message();
-      co_return out;
-    }
-    co_await exchange(tls, route, req, out, sending);
-    co_return out;
+    co_return stream;
   }
 
   // Sends the request on a connected stream and reads the whole answer into `out`.
   template <typename Stream>
   static awaitable<void> exchange(Stream& stream, const Route& route, const Request& req,
-                                  UpstreamResult& out, bool* sending) {
+                                  UpstreamResult& out, bool* sending, bool keepAlive) {
     beast::error_code ec;
     Request up{req.method(), route.upstream.basePath + std::string(req.target()), 11};
     for (const auto& field : req) {
@@ -499,7 +592,7 @@ struct ProxyServer::State {
     const bool defaultPort = route.upstream.port == (route.upstream.tls ? "443" : "80");
     up.set(http::field::host,
            defaultPort ? route.upstream.host : route.upstream.host + ":" + route.upstream.port);
-    up.keep_alive(false);
+    up.keep_alive(keepAlive);
     up.body() = req.body();
     up.prepare_payload();
     if (sending != nullptr) *sending = true;
@@ -523,10 +616,13 @@ struct ProxyServer::State {
                        : "the upstream's answer was cut off: " + ec.message();
       co_return;
     }
-    beast::error_code ignored;
-    beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
     out.kind = UpstreamResult::Kind::Answered;
+    out.reusable = keepAlive && parser.keep_alive();
     out.response = parser.release();
+    if (!out.reusable) {
+      beast::error_code ignored;
+      beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    }
   }
 
   // The upstream's answer as the client gets it: hop-by-hop fields dropped, our length.
@@ -1245,6 +1341,8 @@ struct ProxyServer::State {
     }
     for (const auto& r : next.routes) metrics.addRoute(r.name);
     resolved.clear();
+    plainUpstreams.sweep(true);
+    tlsUpstreams.sweep(true);
     routes = std::make_shared<const ProxyConfig>(std::move(next));
     log("reloaded " + configPath + ": " + std::to_string(routes->routes.size()) + " route(s)");
   }
@@ -1330,6 +1428,18 @@ int ProxyServer::run() {
       std::to_string(acceptor.local_endpoint().port()) + ", " +
       std::to_string(s.routes->routes.size()) + " route(s)");
   net::co_spawn(s.ioc, s.accept(acceptor), net::detached);
+  // Idle upstream connections whose keep-alive ran out are closed within a second.
+  net::steady_timer sweeper(s.ioc);
+  std::function<void()> sweep = [&] {
+    sweeper.expires_after(std::chrono::seconds(1));
+    sweeper.async_wait([&](const beast::error_code& ec) {
+      if (ec || s.stopping) return;
+      s.plainUpstreams.sweep();
+      s.tlsUpstreams.sweep();
+      sweep();
+    });
+  };
+  sweep();
   net::signal_set hangup(s.ioc, SIGHUP);
   std::function<void()> onHangup = [&] {
     hangup.async_wait([&](const beast::error_code& ec, int) {
@@ -1345,6 +1455,9 @@ int ProxyServer::run() {
     log("stopping: no new connections; requests in flight finish");
     s.stopping = true;
     acceptor.close();
+    sweeper.cancel();
+    s.plainUpstreams.sweep(true);
+    s.tlsUpstreams.sweep(true);
     for (auto* stream : s.idle) stream->cancel();
     net::co_spawn(
         s.ioc,

@@ -165,12 +165,28 @@ routes:
             parsed = {"raw": raw.decode(errors="replace")}
         return res.status, out_headers, parsed
 
+    def metrics(self) -> str:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+        return text
+
     def stop(self) -> int:
         self.process.terminate()
         try:
             return self.process.wait(20)
         finally:
             self.log.close()
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """One series' value in a /metrics text, its labels given in any order; None when absent."""
+    want = name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+    for line in text.splitlines():
+        if line.startswith(want + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
 
 
 def key_header(key: str) -> dict:
@@ -395,6 +411,11 @@ def main() -> int:
                          "    biz_id: path:order\n", "path parameter 'order'"),
                         ("routes:\n  - path: /c\n    upstream: ftp://x\n    biz_type: payment\n    biz_id: body:/id\n",
                          "is not an http:// or https:// URL"),
+                        ("routes:\n  - path: /c\n    upstream: http://127.0.0.1:1\n    biz_type: payment\n"
+                         "    biz_id: body:/id\n    upstream_keepalive: always\n",
+                         "upstream_keepalive: 'always' is not a positive duration"),
+                        ("routes:\n  - path: /c\n    upstream: http://127.0.0.1:1\n    biz_type: payment\n"
+                         "    biz_id: body:/id\n    upstream_keepalve: 2s\n", "unknown field 'upstream_keepalve'"),
                         ("routes: [", "not YAML")]:
         bad = work / "bad.yml"
         bad.write_text(text)
@@ -402,10 +423,18 @@ def main() -> int:
                              stderr=subprocess.PIPE, text=True, timeout=20)
         check(run.returncode != 0 and named in run.stderr,
               f"a bad route file is refused at start naming the problem ({run.returncode}: {run.stderr.strip()})")
+        checked = subprocess.run([args.proxy, "--check", "--config.file", str(bad)], capture_output=True, text=True,
+                                 timeout=20)
+        check(checked.returncode == run.returncode and checked.stderr == run.stderr,
+              "--check refuses the same file with the same words")
     upstream = Upstream()
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
     proxy = Proxy(args.proxy, args.dsn, upstream.server_address[1], work)
     db = psycopg.connect(args.dsn, autocommit=True)
+    checked = subprocess.run([args.proxy, "--check", "--config.file", str(proxy.config)], capture_output=True,
+                             text=True, timeout=20)
+    check(checked.returncode == 0 and "4 route(s), ready to serve" in checked.stdout,
+          f"--check passes a good file without serving it ({checked.returncode}: {checked.stdout.strip()})")
 
     def record(route: str, key: str) -> str | None:
         row = db.execute("SELECT status FROM idem.records WHERE idempotency_key = %s",
@@ -628,18 +657,10 @@ def main() -> int:
         check(codes == [201, 409, 409], f"requests on one kept-alive connection are each answered ({codes})")
 
         # The proxy's own figures: each request counted once, by route and result.
-        conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
-        conn.request("GET", "/metrics")
-        res = conn.getresponse()
-        text = res.read().decode()
-        conn.close()
+        text = proxy.metrics()
 
         def series(name: str, **labels: str) -> float | None:
-            want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-            for line in text.splitlines():
-                if line.startswith(name + "{" + want + "}"):
-                    return float(line.rsplit(" ", 1)[1])
-            return None
+            return sample(text, name, **labels)
 
         expected = [("charge", "unknown", 3 + len(lost)), ("charge", "unknown_refused", 2 + 3 * len(lost)), ("unreachable", "not_sent", 2),
                     ("", "no_route", 1), ("charge", "too_large", 2), ("charge", "payload_mismatch", 1),
@@ -648,7 +669,7 @@ def main() -> int:
             got = series("idemwatch_proxy_requests_total", result=result, route=route)
             check(got == n, f"/metrics counts {n} {result} on route '{route}' ({got})")
         got = series("idemwatch_proxy_upstream_duration_seconds_count", route="charge")
-        check(res.status == 200 and got is not None and got >= 8,
+        check(got is not None and got >= 8,
               f"/metrics has the upstream's latency by route ({got} observations)")
         # A connection kept alive between requests does not hold a stop up.
         idle = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
@@ -702,6 +723,7 @@ def main() -> int:
     tls_upstreams(args, work)
     web_door(args, work)
     fingerprints_pipelining_and_stop(args, work)
+    upstream_keepalive(args, work)
     return verdict("proxy", work)
 
 
@@ -767,6 +789,92 @@ def fingerprints_pipelining_and_stop(args: argparse.Namespace, work: pathlib.Pat
         if proxy.process.poll() is None:
             proxy.stop()
         upstream.shutdown()
+        db.close()
+
+
+class KeepAliveHandler(UpstreamHandler):
+    """An HTTP/1.1 upstream that keeps a connection open between requests and closes it after
+    half a second idle, as servers do; it notes which connection each order came on."""
+
+    protocol_version = "HTTP/1.1"
+    timeout = 0.5
+
+    def do_POST(self) -> None:  # noqa: N802 (the handler's API)
+        with self.server.lock:
+            self.server.authorization["peer " + self.path.rsplit("/", 1)[-1]] = str(self.client_address[1])
+        super().do_POST()
+
+
+def upstream_keepalive(args: argparse.Namespace, work: pathlib.Path) -> None:
+    """upstream_keepalive: requests of a route go out on the connection the upstream kept open;
+    one the upstream closed meanwhile is never written to (that request would have an unknown
+    outcome), and one idle longer than the route allows is not reused. Plain and TLS."""
+    cert, key = self_signed(work, "keepalive")
+    plain = Upstream()
+    plain.RequestHandlerClass = KeepAliveHandler
+    tls = Upstream()
+    tls.RequestHandlerClass = KeepAliveHandler
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    tls.socket = context.wrap_socket(tls.socket, server_side=True)
+    for server in (plain, tls):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    routes = "".join(f"""
+  - name: {name}
+    path: /{name}/{{order_id}}
+    upstream: {url}{f"{chr(10)}    upstream_ca: {cert}" if url.startswith("https") else ""}
+    upstream_keepalive: {keepalive}
+    biz_type: payment
+    biz_id: path:order_id""" for name, url, keepalive in [
+        ("kept", f"http://127.0.0.1:{plain.server_address[1]}", "10s"),
+        ("brief", f"http://127.0.0.1:{plain.server_address[1]}", "200ms"),
+        ("kept-tls", f"https://localhost:{tls.server_address[1]}", "10s")])
+    proxy = Proxy(args.proxy, args.dsn, plain.server_address[1], work, routes=routes + "\n")
+    db = psycopg.connect(args.dsn, autocommit=True)
+
+    def charge(route: str, order: str) -> tuple[int, str | None]:
+        status, _, _ = proxy.post(f"/{route}/{order}", {"amount_minor": 100}, key_header(str(uuid.uuid4())))
+        row = db.execute("SELECT status FROM idem.records WHERE biz_type = 'payment' AND biz_id = %s",
+                         (order,)).fetchone()
+        return status, row[0] if row else None
+
+    def peer(upstream: Upstream, order: str) -> str | None:
+        return upstream.authorization.get("peer " + order)
+
+    try:
+        for route, upstream in [("kept", plain), ("kept-tls", tls)]:
+            tag = f"{route}-{uuid.uuid4().hex[:8]}"
+            runs = [charge(route, f"{tag}-{i}") for i in range(3)]
+            peers = {peer(upstream, f"{tag}-{i}") for i in range(3)}
+            check(runs == [(201, "SUCCESS")] * 3 and len(peers) == 1,
+                  f"{route}: three requests in a row go out on one upstream connection ({runs}, {peers})")
+            time.sleep(1.0)  # the upstream closes the connection after 0.5 s idle
+            after = charge(route, f"{tag}-after")
+            check(after == (201, "SUCCESS") and upstream.charges[f"{tag}-after"] == 1
+                  and peer(upstream, f"{tag}-after") not in peers,
+                  f"{route}: a connection the upstream closed is not written to; the next request goes out "
+                  f"on a new one and succeeds ({after})")
+        tag = f"brief-{uuid.uuid4().hex[:8]}"
+        first = charge("brief", f"{tag}-1")
+        second = charge("brief", f"{tag}-2")
+        time.sleep(0.35)  # past the route's 200 ms, within the upstream's 500 ms
+        third = charge("brief", f"{tag}-3")
+        check([first, second, third] == [(201, "SUCCESS")] * 3
+              and peer(plain, f"{tag}-1") == peer(plain, f"{tag}-2") != peer(plain, f"{tag}-3"),
+              f"a connection idle longer than upstream_keepalive is not reused "
+              f"({peer(plain, f'{tag}-1')}, {peer(plain, f'{tag}-2')}, {peer(plain, f'{tag}-3')})")
+        text = proxy.metrics()
+
+        def connections(route: str, connection: str) -> float | None:
+            return sample(text, "idemwatch_proxy_upstream_connections_total", connection=connection, route=route)
+        check(connections("kept", "reused") == 2 and connections("kept", "new") == 2
+              and connections("brief", "reused") == 1,
+              f"the metrics count new and reused upstream connections per route "
+              f"(kept: {connections('kept', 'new')} new, {connections('kept', 'reused')} reused)")
+    finally:
+        proxy.stop()
+        plain.shutdown()
+        tls.shutdown()
         db.close()
 
 
