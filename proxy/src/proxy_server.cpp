@@ -617,7 +617,9 @@ struct ProxyServer::State {
       co_return;
     }
     out.kind = UpstreamResult::Kind::Answered;
-    out.reusable = keepAlive && parser.keep_alive();
+    // Bytes beyond the answer (an upstream that sent more than it was asked for) leave the
+    // connection in a state no next request should inherit.
+    out.reusable = keepAlive && parser.keep_alive() && buffer.size() == 0;
     out.response = parser.release();
     if (!out.reusable) {
       beast::error_code ignored;

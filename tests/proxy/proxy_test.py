@@ -819,6 +819,32 @@ def upstream_keepalive(args: argparse.Namespace, work: pathlib.Path) -> None:
     tls.socket = context.wrap_socket(tls.socket, server_side=True)
     for server in (plain, tls):
         threading.Thread(target=server.serve_forever, daemon=True).start()
+    # An upstream that follows each answer with a stray second one in the same write, keeping the
+    # connection open: whatever request goes out next on that connection would read it as its own.
+    stray = socket.create_server(("127.0.0.1", 0))
+    stray_peers: list[int] = []
+
+    def serve_stray() -> None:
+        while True:
+            try:
+                conn, peer = stray.accept()
+            except OSError:
+                return
+            stray_peers.append(peer[1])
+            with conn:
+                try:
+                    head = b""
+                    while b"\r\n\r\n" not in head:
+                        head += conn.recv(65536)
+                    answer = b'{"charged": true}'
+                    junk = b'{"stray": true}'
+                    conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: "
+                                 + str(len(answer)).encode() + b"\r\n\r\n" + answer
+                                 + b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(junk)).encode() + b"\r\n\r\n" + junk)
+                    time.sleep(1.5)
+                except OSError:
+                    pass
+    threading.Thread(target=serve_stray, daemon=True).start()
     routes = "".join(f"""
   - name: {name}
     path: /{name}/{{order_id}}
@@ -828,7 +854,8 @@ def upstream_keepalive(args: argparse.Namespace, work: pathlib.Path) -> None:
     biz_id: path:order_id""" for name, url, keepalive in [
         ("kept", f"http://127.0.0.1:{plain.server_address[1]}", "10s"),
         ("brief", f"http://127.0.0.1:{plain.server_address[1]}", "200ms"),
-        ("kept-tls", f"https://localhost:{tls.server_address[1]}", "10s")])
+        ("kept-tls", f"https://localhost:{tls.server_address[1]}", "10s"),
+        ("stray", f"http://127.0.0.1:{stray.getsockname()[1]}", "10s")])
     proxy = Proxy(args.proxy, args.dsn, plain.server_address[1], work, routes=routes + "\n")
     db = psycopg.connect(args.dsn, autocommit=True)
 
@@ -863,6 +890,11 @@ def upstream_keepalive(args: argparse.Namespace, work: pathlib.Path) -> None:
               and peer(plain, f"{tag}-1") == peer(plain, f"{tag}-2") != peer(plain, f"{tag}-3"),
               f"a connection idle longer than upstream_keepalive is not reused "
               f"({peer(plain, f'{tag}-1')}, {peer(plain, f'{tag}-2')}, {peer(plain, f'{tag}-3')})")
+        answers = [proxy.post(f"/stray/{uuid.uuid4().hex[:8]}", {}, key_header(str(uuid.uuid4())))
+                   for _ in range(2)]
+        check([(a[0], a[2]) for a in answers] == [(201, {"charged": True})] * 2 and len(stray_peers) == 2,
+              f"a connection the upstream sent stray bytes on is not reused: each request reads its own answer "
+              f"({[(a[0], a[2]) for a in answers]}, {len(stray_peers)} connection(s))")
         text = proxy.metrics()
 
         def connections(route: str, connection: str) -> float | None:
@@ -875,6 +907,7 @@ def upstream_keepalive(args: argparse.Namespace, work: pathlib.Path) -> None:
         proxy.stop()
         plain.shutdown()
         tls.shutdown()
+        stray.close()
         db.close()
 
 
