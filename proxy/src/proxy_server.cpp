@@ -26,6 +26,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <pqxx/pqxx>
 #include <set>
 #include <sstream>
@@ -108,11 +109,19 @@ std::string sha256Hex(std::string_view text) {
   return hexEncode(digest.data(), length);
 }
 
+// Fields of one hop, not passed on. `Expect: 100-continue` is answered by the proxy itself: it
+// has the whole body before it sends anything upstream.
 bool hopByHop(std::string_view name) {
-  static constexpr std::array<std::string_view, 9> kNames{
-      "connection",          "keep-alive", "proxy-authenticate",
-      "proxy-authorization", "te",         "trailer",
-      "transfer-encoding",   "upgrade",    "content-length"};
+  static constexpr std::array<std::string_view, 10> kNames{"connection",
+                                                           "keep-alive",
+                                                           "proxy-authenticate",
+                                                           "proxy-authorization",
+                                                           "te",
+                                                           "trailer",
+                                                           "transfer-encoding",
+                                                           "upgrade",
+                                                           "content-length",
+                                                           "expect"};
   for (auto n : kNames) {
     if (beast::iequals(n, name)) return true;
   }
@@ -605,9 +614,14 @@ struct ProxyServer::State {
       co_return;
     }
     beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(kUpstreamBodyLimit);
-    co_await http::async_read(stream, buffer, parser, net::redirect_error(use_awaitable, ec));
+    std::optional<http::response_parser<http::string_body>> parser;
+    // Interim answers (102 Processing, 103 Early Hints) come before the final one: skipped.
+    do {
+      parser.emplace();
+      parser->body_limit(kUpstreamBodyLimit);
+      co_await http::async_read(stream, buffer, *parser, net::redirect_error(use_awaitable, ec));
+    } while (!ec && parser->get().result_int() / 100 == 1 &&
+             parser->get().result() != http::status::switching_protocols);
     if (ec) {
       out.kind = UpstreamResult::Kind::Ambiguous;
       out.reason = ec == beast::error::timeout
@@ -619,8 +633,8 @@ struct ProxyServer::State {
     out.kind = UpstreamResult::Kind::Answered;
     // Bytes beyond the answer (an upstream that sent more than it was asked for) leave the
     // connection in a state no next request should inherit.
-    out.reusable = keepAlive && parser.keep_alive() && buffer.size() == 0;
-    out.response = parser.release();
+    out.reusable = keepAlive && parser->keep_alive() && buffer.size() == 0;
+    out.response = parser->release();
     if (!out.reusable) {
       beast::error_code ignored;
       beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
@@ -1206,6 +1220,15 @@ struct ProxyServer::State {
         if (parser.content_length() && *parser.content_length() > route->maxBody) {
           ec = http::error::body_limit;
         }
+      }
+      // A client that asks before sending its body is told to go on (a body over the route's
+      // limit is refused instead, unread).
+      if (!ec && !parser.is_done() && header.version() == 11 &&
+          beast::iequals(header[http::field::expect], "100-continue")) {
+        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        co_await net::async_write(stream, net::buffer(kContinue.data(), kContinue.size()),
+                                  net::redirect_error(use_awaitable, ec));
+        if (ec) break;
       }
       if (!ec) {
         co_await http::async_read(stream, buffer, parser, net::redirect_error(use_awaitable, ec));

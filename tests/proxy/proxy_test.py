@@ -838,9 +838,15 @@ def upstream_keepalive(args: argparse.Namespace, work: pathlib.Path) -> None:
                         head += conn.recv(65536)
                     answer = b'{"charged": true}'
                     junk = b'{"stray": true}'
-                    conn.sendall(b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: "
-                                 + str(len(answer)).encode() + b"\r\n\r\n" + answer
-                                 + b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(junk)).encode() + b"\r\n\r\n" + junk)
+                    final = (b"HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: "
+                             + str(len(answer)).encode() + b"\r\n\r\n" + answer)
+                    if head.startswith(b"POST /hints/"):  # an interim answer first, then the final one
+                        conn.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n")
+                        time.sleep(0.05)
+                        conn.sendall(final)
+                    else:
+                        conn.sendall(final + b"HTTP/1.1 200 OK\r\nContent-Length: " + str(len(junk)).encode()
+                                     + b"\r\n\r\n" + junk)
                     time.sleep(1.5)
                 except OSError:
                     pass
@@ -855,7 +861,8 @@ def upstream_keepalive(args: argparse.Namespace, work: pathlib.Path) -> None:
         ("kept", f"http://127.0.0.1:{plain.server_address[1]}", "10s"),
         ("brief", f"http://127.0.0.1:{plain.server_address[1]}", "200ms"),
         ("kept-tls", f"https://localhost:{tls.server_address[1]}", "10s"),
-        ("stray", f"http://127.0.0.1:{stray.getsockname()[1]}", "10s")])
+        ("stray", f"http://127.0.0.1:{stray.getsockname()[1]}", "10s"),
+        ("hints", f"http://127.0.0.1:{stray.getsockname()[1]}", "10s")])
     proxy = Proxy(args.proxy, args.dsn, plain.server_address[1], work, routes=routes + "\n")
     db = psycopg.connect(args.dsn, autocommit=True)
 
@@ -903,6 +910,32 @@ def upstream_keepalive(args: argparse.Namespace, work: pathlib.Path) -> None:
               and connections("brief", "reused") == 1,
               f"the metrics count new and reused upstream connections per route "
               f"(kept: {connections('kept', 'new')} new, {connections('kept', 'reused')} reused)")
+        hinted = proxy.post(f"/hints/{uuid.uuid4().hex[:8]}", {}, key_header(str(uuid.uuid4())))
+        check(hinted[0] == 201 and hinted[2] == {"charged": True},
+              f"an interim 103 before the upstream's answer is skipped, the final answer relayed ({hinted[0]})")
+
+        # Expect: 100-continue: the proxy answers it before the body is sent, and does not pass it on
+        # (the HTTP/1.1 upstream would answer 100 Continue itself, which is no final answer).
+        order, key = f"continue-{uuid.uuid4().hex[:8]}", str(uuid.uuid4())
+        body = json.dumps({"amount_minor": 100, "note": "x" * 2000}).encode()
+        s = socket.create_connection(("127.0.0.1", proxy.port), timeout=3)
+        s.sendall(f"POST /kept/{order} HTTP/1.1\r\nHost: x\r\nIdempotency-Key: \"{key}\"\r\nExpect: 100-continue\r\n"
+                  f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode())
+        try:
+            interim = s.recv(4096)
+        except TimeoutError:
+            interim = b""
+        s.sendall(body)
+        s.shutdown(socket.SHUT_WR)
+        final = read_until_closed(s, 10)
+        s.close()
+        stored = db.execute("SELECT status, response_payload FROM idem.records WHERE idempotency_key = %s",
+                            (f"POST kept {key}",)).fetchone()
+        check(interim.startswith(b"HTTP/1.1 100 Continue") and b"HTTP/1.1 201" in final
+              and plain.charges[order] == 1 and stored is not None and stored[0] == "SUCCESS"
+              and stored[1].get("status") == 201,
+              f"Expect: 100-continue is answered by the proxy, the upstream's 201 recorded and relayed "
+              f"({interim[:30]!r}, {final[:20]!r}, {stored and (stored[0], stored[1].get('status'))})")
     finally:
         proxy.stop()
         plain.shutdown()
