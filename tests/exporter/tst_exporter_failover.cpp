@@ -149,6 +149,7 @@ class TestExporterFailover : public QObject {
         kFailoverDeadline));
     beginCommitted(*db, 20, 30);
     QVERIFY(waitUntil([&] { return requests(e) == 30.0; }));
+    QVERIFY(e.waitForCollections(2));  // every collector past the rows, not only the first
     const Series s = e.scrape();
     compareFamily(s, "idempotency_requests_total", sqlRequests(*db));
     compareFamily(s, "idempotency_transitions_total", sqlTransitions(*db));
@@ -301,6 +302,7 @@ class TestExporterFailover : public QObject {
     QVERIFY(waitUntil(
         [&] { return gauge(e, "idempotency_exporter_db_timeline") == std::optional(2.0); },
         kFailoverDeadline));
+    QVERIFY(e.waitForCollections(2));  // every collector past the rows
     const Series s = e.scrape();
     QCOMPARE(value(s, "idempotency_exporter_db_standby"), std::optional(1.0));
     compareFamily(s, "idempotency_requests_total", sqlRequests(*db));
