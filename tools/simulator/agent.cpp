@@ -52,8 +52,14 @@ auto Agent::resent(Call&& call) -> decltype(call(std::declval<ProtocolClient&>()
   }
 }
 
+// A claim whose answer arrives after its lease ran out is not acted on: while the answer was on
+// its way (a commit waiting for a synchronous standby, a stalled connection) the record already
+// looked abandoned, and an operator may have settled it FAILED on a downstream that showed
+// nothing. The claimant gives the claim back instead (it certainly never went downstream: FAILED,
+// retry allowed) and its framework retries with the same key, at most a few times.
 BeginResult Agent::begin(const OperationPlan& plan, TriggerSource source, bool changedArguments,
                          const std::string& keyOverride) {
+  static constexpr int kLateClaimRetries = 3;
   BeginRequest request;
   request.key = keyOverride.empty() ? plan.key : keyOverride;
   request.bizType = plan.bizType;
@@ -63,13 +69,33 @@ BeginResult Agent::begin(const OperationPlan& plan, TriggerSource source, bool c
   request.requestPayload = plan.requestPayload(changedArguments);
   request.lease = config_.lease;
   request.agentId = id_;
-  request.traceId = id_ + "-" + std::to_string(++traces_);
-  BeginResult result = resent([&](ProtocolClient& c) { return c.begin(request); });
-  counters_.countAttempt(source, result.outcome);
-  if (result.outcome == Outcome::Replayed && result.status == RecordStatus::Failed) {
-    counters_.finalFailuresReplayed.fetch_add(1);  // handed back to the model, not run again
+  for (int late = 0;; ++late) {
+    request.traceId = id_ + "-" + std::to_string(++traces_);
+    std::chrono::steady_clock::time_point sent;
+    BeginResult result = resent([&](ProtocolClient& c) {
+      sent = std::chrono::steady_clock::now();
+      return c.begin(request);
+    });
+    counters_.countAttempt(request.source, result.outcome);
+    if (result.outcome == Outcome::Replayed && result.status == RecordStatus::Failed) {
+      counters_.finalFailuresReplayed.fetch_add(1);  // handed back to the model, not run again
+    }
+    if (result.outcome != Outcome::Executed || !result.claimToken || !result.version ||
+        std::chrono::steady_clock::now() - sent < config_.lease) {
+      return result;
+    }
+    counters_.lateClaims.fetch_add(1);
+    resent([&](ProtocolClient& c) {
+      return c.fail(request.key, *result.version,
+                    "the claim was acknowledged after its lease ran out; not sent downstream",
+                    *result.claimToken, true);
+    });
+    if (late == kLateClaimRetries) {
+      result.claimToken.reset();  // given back: nothing of it is this agent's to act on
+      return result;
+    }
+    request.source = TriggerSource::Framework;
   }
-  return result;
 }
 
 void Agent::downstreamLatency() const {

@@ -324,6 +324,7 @@ std::string SimulationSummary::render() const {
       << "), refused connections " << refusedConnections << " (retried), database errors " << errors
       << "\n";
   out << "late answers reported after the lease ran out " << lateAnswers
+      << ", claims acknowledged after their lease given back " << lateClaims
       << ", flows the gateway reported " << reportedByGateway
       << ", calls sent again after a broken connection " << resent << "\n";
   out << "re-reads after conflict or not_claimant " << rereads << " (none re-ran downstream)";

@@ -164,8 +164,9 @@ struct SimulationSummary {
   std::int64_t roundsFailed = 0;   // lease sweeper, operator or reconciler rounds that failed
   std::map<CarelessHole, HoleCount> holes;
   std::int64_t unknownResolvedByCallback = 0;
-  std::int64_t lateAnswers = 0;        // completes after the lease ran out, at the version returned
-  std::int64_t resent = 0;             // protocol calls sent again because their connection broke
+  std::int64_t lateAnswers = 0;  // completes after the lease ran out, at the version returned
+  std::int64_t lateClaims = 0;  // claims acknowledged after their lease ran out: given back, unused
+  std::int64_t resent = 0;      // protocol calls sent again because their connection broke
   std::int64_t reportedByGateway = 0;  // flows the gateway's side recorded (most already in)
   std::int64_t errors = 0;             // database errors the agents saw (and retried or gave up)
   std::chrono::milliseconds elapsed{0};

@@ -26,6 +26,7 @@ constexpr std::pair<std::atomic<std::int64_t> T::*, std::int64_t S::*> kCounts[]
     {&T::roundsFailed, &S::roundsFailed},
     {&T::unknownResolvedByCallback, &S::unknownResolvedByCallback},
     {&T::lateAnswers, &S::lateAnswers},
+    {&T::lateClaims, &S::lateClaims},
     {&T::resent, &S::resent},
     {&T::reportedByGateway, &S::reportedByGateway},
     {&T::errors, &S::errors},

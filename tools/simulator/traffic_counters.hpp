@@ -35,6 +35,7 @@ class TrafficCounters {
   std::atomic<std::int64_t> roundsFailed{0};
   std::atomic<std::int64_t> unknownResolvedByCallback{0};
   std::atomic<std::int64_t> lateAnswers{0};
+  std::atomic<std::int64_t> lateClaims{0};
   std::atomic<std::int64_t> resent{0};
   std::atomic<std::int64_t> reportedByGateway{0};
   std::atomic<std::int64_t> errors{0};
