@@ -16,6 +16,11 @@ of the protocol leads to is decided in this file only:
 - a report answered `conflict` because the lease ran out and the record became UNKNOWN: the
   claimant reports again at the version the answer carries (its answer came late); the body is
   never run again. Any other refused report, or an error after the body ran: NotRecorded.
+- executed, but the answer arrived after the lease ran out (counted from the claim's send: a commit
+  that waited for a synchronous standby, a stalled connection): meanwhile the record looked
+  abandoned and a person may have settled it, so the body does not run. The claim is given back
+  (fail with retry_allowed: it certainly never went downstream) and the caller gets
+  RetryableFailure; a retry with the same key is answered by the record.
 - a call whose connection broke (a failover, a reset) may or may not have committed: it is sent
   again, the same call with the same key, token and version, after a pause, for about 16 seconds
   (longer than a failover takes). A claim answers from the record (executed if the first never
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import json
+import time
 from typing import Any, Callable, Generator, Iterator, Optional
 
 import psycopg
@@ -68,6 +74,19 @@ def sent(step: Step, args: tuple, pauses: tuple[float, ...]) -> Generator[tuple,
     return (yield step, args), len(pauses) > 0
 
 
+def claimed(call: ToolCall, pauses: tuple[float, ...]) -> Generator[tuple, Any, tuple[BeginResult, float]]:
+    """begin's answer, sent again after each pause while its connection breaks; and the seconds
+    from its last send to its answer (the lease runs from no earlier than that send)."""
+    for pause in pauses:
+        started = time.monotonic()
+        try:
+            return (yield Step.BEGIN, (call,)), time.monotonic() - started
+        except UNREACHABLE:
+            yield Step.PAUSE, (pause,)
+    started = time.monotonic()
+    return (yield Step.BEGIN, (call,)), time.monotonic() - started
+
+
 def reached(report: ChangeResult, resent: bool, status: RecordStatus) -> bool:
     """A report recorded: `ok`, or, sent again, `conflict` with the state the first send reached."""
     return report.ok or (resent and report.result is ResultCode.CONFLICT and report.status is status)
@@ -77,8 +96,7 @@ def guarded_call(call: ToolCall, classify: Optional[Classifier], pauses: tuple[f
     where = dict(key=call.key, tool=call.tool)
     subject = f"{call.tool} for {call.biz_type} {call.biz_id}"
     try:
-        begun: BeginResult
-        begun, _ = yield from sent(Step.BEGIN, (call,), pauses)
+        begun, took = yield from claimed(call, pauses)
     except UNREACHABLE as exc:
         unavailable = errors.Unavailable(
             f"{subject}: the idempotency layer could not claim key {call.key!r} ({exc}); "
@@ -93,6 +111,19 @@ def guarded_call(call: ToolCall, classify: Optional[Classifier], pauses: tuple[f
         return ToolResult(call.key, begun.outcome, False, response, error)
 
     claim = Claim(call.key, int(begun.version), begun.claim_token)
+    lease = call.lease.total_seconds()
+    if took >= lease:
+        reason = f"the claim was acknowledged {took:.1f}s after it was sent, past its {lease:g}s lease; not sent downstream"
+        try:
+            yield from sent(Step.FAIL, (claim, reason, True), pauses)
+        except Exception:  # noqa: BLE001 - the body never ran: the record's own answer decides a retry
+            pass
+        late = errors.RetryableFailure(
+            f"{subject} was not sent: {reason}. The same call may be retried with the same key",
+            status=RecordStatus.FAILED,
+            **where,
+        )
+        return ToolResult(call.key, Outcome.EXECUTED, False, None, late)
     try:
         response = yield Step.BODY, ()
     except BaseException as exc:  # noqa: BLE001 - every ending of the body must be reported

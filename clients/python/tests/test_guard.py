@@ -36,16 +36,44 @@ def raising(exc: BaseException):
     return body
 
 
+SHORT_LEASE = datetime.timedelta(milliseconds=500)
+
+
 def short_lease(order_id: str) -> ToolCall:
-    """A payment whose lease (1 ms) runs out while its body runs."""
-    return dataclasses.replace(payment(order_id), lease=datetime.timedelta(milliseconds=1))
+    """A payment whose lease runs out while its body runs (long enough that the claim's own answer
+    comes back within it, or the claim would be given back unused)."""
+    return dataclasses.replace(payment(order_id), lease=SHORT_LEASE)
 
 
 def outlive_the_lease() -> int:
     """In the body of a short_lease call: waits past the lease and runs the sweeper, as it runs while
     downstream is slow (PROCESSING past its lease -> UNKNOWN); how many records it expired."""
-    time.sleep(0.05)
+    time.sleep(SHORT_LEASE.total_seconds() + 0.05)
     return scalar("SELECT idem.expire_leases()")
+
+
+@contextlib.contextmanager
+def key_held(key: str):
+    """Another transaction claims `key` and holds it uncommitted; leaving the block rolls it back.
+    A claim of the same key meanwhile waits inside its insert, after its lease started: the answer
+    comes back late, as when a commit waits for a synchronous standby that is not there. Yields a
+    function that waits until a claim is blocked behind it."""
+    with psycopg.connect(ADMIN_DSN) as holder:
+        holder.execute("SELECT idem.begin(%s, 'payment', 'held', 'pay', NULL, 'initial', '{}')", (key,))
+        pid = holder.info.backend_pid
+
+        def blocked() -> None:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                if scalar("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))", pid):
+                    return
+                time.sleep(0.02)
+            raise AssertionError(f"no claim of {key!r} waited behind the held key")
+
+        try:
+            yield blocked
+        finally:
+            holder.rollback()
 
 
 class GuardTest(unittest.TestCase):
@@ -314,6 +342,32 @@ class GuardTest(unittest.TestCase):
         self.assertTrue(result.ok, result.error)
         self.assertEqual(status_of(call.key), "SUCCESS")
         self.assertEqual(body.runs, 1)
+
+    def test_a_claim_acknowledged_after_its_lease_is_given_back_and_never_run(self):
+        order = unique("late-claim")
+        call = short_lease(order)
+        body = counted(self.charge(order))
+        with key_held(call.key) as blocked:
+            answer: dict = {}
+            caller = threading.Thread(target=lambda: answer.update(result=self.guard.run(call, body)))
+            caller.start()
+            blocked()
+            time.sleep(SHORT_LEASE.total_seconds() + 0.1)
+        caller.join()
+        result = answer["result"]
+        self.assertIsInstance(result.error, idemwatch.RetryableFailure)
+        self.assertIn("past its 0.5s lease", str(result.error))
+        self.assertFalse(result.executed)
+        self.assertEqual(body.runs, 0)
+        self.assertEqual(self.gateway.count(order), 0)
+        self.assertEqual(status_of(call.key), "FAILED")
+        self.assertTrue(scalar("SELECT retry_allowed FROM idem.records WHERE idempotency_key = %s", call.key))
+        # Given back by its own claimant, the key runs on the retry, once.
+        retry = dataclasses.replace(call, context=dataclasses.replace(call.context, trigger_source=TriggerSource.FRAMEWORK))
+        again = self.guard.run(retry, body)
+        self.assertTrue(again.ok, again.error)
+        self.assertEqual(body.runs, 1)
+        self.assertEqual(self.gateway.count(order), 1)
 
     def test_a_report_the_layer_refuses_is_not_recorded_and_never_rerun(self):
         order = unique("settled")

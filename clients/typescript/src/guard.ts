@@ -16,10 +16,15 @@
 // - a report answered `conflict` because the lease ran out and the record became UNKNOWN: the
 //   claimant reports again at the version the answer carries (its answer came late); the body is
 //   never run again. Any other refused report: NotRecorded, never a re-run.
+// - executed, but the answer arrived after the lease ran out (counted from the claim's send: a
+//   commit that waited for a synchronous standby, a stalled connection): meanwhile the record looked
+//   abandoned and a person may have settled it, so the body does not run. The claim is given back
+//   (fail with retry_allowed: it never went downstream); the caller gets RetryableFailure.
 // - a call whose connection broke (a failover, a reset) is sent again, the same call with the same
 //   key, token and version, after each of RESEND_PAUSES_MS: a claim answers from the record, a
 //   report `ok` or `conflict` with the state its first send reached (recorded). Never a re-run.
 import { AsyncLocalStorage } from "node:async_hooks";
+import { performance } from "node:perf_hooks";
 
 import * as errors from "./errors";
 import { stableKey } from "./keys";
@@ -191,9 +196,13 @@ export class Guard {
     const context = normalise(call.context ?? currentContext());
     const where = { key: call.key, tool: call.tool };
     const subject = `${call.tool} for ${call.bizType} ${call.bizId}`;
+    const leaseMs = call.leaseMs ?? this.leaseMs;
     let begun: BeginResult;
+    let sentAt = 0;
     try {
-      ({ answer: begun } = await this.sent(() => this.protocol.begin({
+      ({ answer: begun } = await this.sent(() => {
+        sentAt = performance.now();
+        return this.protocol.begin({
         key: call.key,
         bizType: call.bizType,
         bizId: call.bizId,
@@ -201,10 +210,11 @@ export class Guard {
         triggerSource: context.triggerSource,
         payload: call.payload,
         requestHash: call.requestHash ?? null,
-        leaseMs: call.leaseMs ?? this.leaseMs,
-        agentId: context.agentId,
-        traceId: context.traceId,
-      })));
+          leaseMs,
+          agentId: context.agentId,
+          traceId: context.traceId,
+        });
+      }));
     } catch (err) {
       if (!isConnectionError(err)) throw err;
       const error = new errors.Unavailable(
@@ -214,10 +224,32 @@ export class Guard {
       );
       return new ToolResult<T>(call.key, null, false, undefined, error);
     }
+    const tookMs = performance.now() - sentAt;
+    if (begun.outcome === "executed" && tookMs >= leaseMs) return this.giveBack<T>(call, begun, tookMs, leaseMs, subject);
     if (begun.outcome === "executed") return this.execute(call, begun, body, subject);
     const error = notExecuted(begun, subject, where);
     const response = error ? undefined : (begun.responsePayload as T);
     return new ToolResult<T>(call.key, begun.outcome, false, response, error);
+  }
+
+  // The claim came back after its lease ran out: the body does not run, and the claim is given back
+  // by its own token (FAILED, retry allowed: it never went downstream). When that is refused (a
+  // person or the sweeper decided first), the record's own answer decides the retry.
+  private async giveBack<T>(call: ToolCall, begun: BeginResult, tookMs: number, leaseMs: number, subject: string): Promise<ToolResult<T>> {
+    const reason =
+      `the claim was acknowledged ${(tookMs / 1000).toFixed(1)}s after it was sent, ` +
+      `past its ${leaseMs / 1000}s lease; not sent downstream`;
+    try {
+      await this.sent(() => this.protocol.fail(call.key, begun.version as number, reason, begun.claimToken, true));
+    } catch {
+      // Nothing ran: the record's own answer decides a retry.
+    }
+    const error = new errors.RetryableFailure(`${subject} was not sent: ${reason}. The same call may be retried with the same key`, {
+      key: call.key,
+      tool: call.tool,
+      status: "FAILED",
+    });
+    return new ToolResult<T>(call.key, "executed", false, undefined, error);
   }
 
   private async execute<T>(call: ToolCall, begun: BeginResult, body: Body<T>, subject: string): Promise<ToolResult<T>> {

@@ -3,6 +3,8 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { describe, test } from "node:test";
 
+import { Client } from "pg";
+
 import {
   BusinessFailure,
   DoNotRetry,
@@ -22,7 +24,11 @@ import {
   stableKey,
   withCallContext,
 } from "../src";
-import { Gateway, adminQuery, guardedPool, payment, scalar, sleep, unique, writerClient } from "./support";
+import { Gateway, adminQuery, guardedPool, payment, scalar, sleep, superuser, unique, writerClient } from "./support";
+
+// A lease a body outlives, long enough that the claim's own answer comes back within it (or the
+// claim would be given back unused).
+const SHORT_LEASE_MS = 500;
 
 const statusOf = (key: string) => scalar("SELECT status FROM idem.records WHERE idempotency_key = $1", [key]);
 
@@ -252,9 +258,9 @@ describe("Guard", () => {
     const order = unique("late");
     const gateway = new Gateway();
     let calls = 0;
-    const result = await guard.run(payment(order, "initial", { leaseMs: 1 }), async () => {
+    const result = await guard.run(payment(order, "initial", { leaseMs: SHORT_LEASE_MS }), async () => {
       calls++;
-      await sleep(50);
+      await sleep(SHORT_LEASE_MS + 50);
       // The sweeper runs while downstream is slow: PROCESSING past its lease -> UNKNOWN.
       assert.ok((await scalar("SELECT idem.expire_leases()")) >= 1);
       return gateway.charge(order, 2990);
@@ -264,13 +270,56 @@ describe("Guard", () => {
     assert.equal(calls, 1);
   });
 
+  test("a claim acknowledged after its lease ran out is given back and never run", async () => {
+    const order = unique("late-claim");
+    const gateway = new Gateway();
+    const call = payment(order, "initial", { leaseMs: SHORT_LEASE_MS });
+    let calls = 0;
+    const body = async () => {
+      calls++;
+      return gateway.charge(order, 2990);
+    };
+    // Another transaction holds the key uncommitted: the claim waits inside its insert, after its
+    // lease started, as a commit waits for a synchronous standby that is not there.
+    const holder = new Client(superuser);
+    await holder.connect();
+    let result;
+    try {
+      await holder.query("BEGIN");
+      await holder.query("SELECT idem.begin($1, 'payment', 'held', 'pay', NULL, 'initial', '{}')", [call.key]);
+      const { rows } = await holder.query("SELECT pg_backend_pid() AS pid");
+      const running = guard.run(call, body);
+      const deadline = Date.now() + 30_000;
+      while (!(await scalar("SELECT count(*)::int FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))", [rows[0].pid]))) {
+        assert.ok(Date.now() < deadline, "no claim waited behind the held key");
+        await sleep(20);
+      }
+      await sleep(SHORT_LEASE_MS + 100);
+      await holder.query("ROLLBACK");
+      result = await running;
+    } finally {
+      await holder.end();
+    }
+    assert.ok(result.error instanceof RetryableFailure, String(result.error));
+    assert.match(result.error.message, /past its 0.5s lease/);
+    assert.equal(result.executed, false);
+    assert.equal(calls, 0);
+    assert.equal(gateway.count(order), 0);
+    assert.equal(await statusOf(call.key), "FAILED");
+    // Given back by its own claimant, the key runs on the retry, once.
+    const again = await guard.run(payment(order, "framework", { leaseMs: SHORT_LEASE_MS }), body);
+    assert.equal(again.error, null);
+    assert.equal(calls, 1);
+    assert.equal(gateway.count(order), 1);
+  });
+
   test("a report the layer refuses is not recorded and never rerun", async () => {
     const order = unique("settled");
-    const call = payment(order, "initial", { leaseMs: 1 });
+    const call = payment(order, "initial", { leaseMs: SHORT_LEASE_MS });
     let calls = 0;
     const result = await guard.run(call, async () => {
       calls++;
-      await sleep(50);
+      await sleep(SHORT_LEASE_MS + 50);
       await scalar("SELECT idem.expire_leases()");
       // A person decided meanwhile that it did not happen.
       assert.equal(await scalar("SELECT result FROM idem.settle($1, 2, 'FAILED', 'gateway shows no charge')", [call.key]), "ok");
