@@ -149,6 +149,7 @@ std::string_view resultOfProblem(std::string_view slug, http::status status) {
       {"caller-missing", "invalid"},
       {"caller-invalid", "invalid"},
       {"upstream-unreachable", "not_sent"},
+      {"claim-late", "not_sent"},
       {"database-unavailable", "database_unavailable"},
       {"body-too-large", "too_large"},
       {"header-too-large", "too_large"},
@@ -904,12 +905,44 @@ struct ProxyServer::State {
     return std::nullopt;
   }
 
+  // A claim acknowledged only after its lease ran out (its commit waited for a synchronous
+  // standby, the database stalled): meanwhile the record looked abandoned, and a person may have
+  // settled it on an upstream that showed nothing. It is not sent upstream; the claim is given
+  // back by its own token (FAILED, retry allowed), and the caller may retry with the same key,
+  // which the record then answers.
+  awaitable<Response> givenBack(const BeginRequest& begin, const BeginResult& begun,
+                                std::chrono::steady_clock::duration took, const Request& req,
+                                const Dialect& d) {
+    const auto ms = [](auto duration) {
+      return std::to_string(
+          std::chrono::duration_cast<std::chrono::milliseconds>(duration).count());
+    };
+    const std::string why = "the idempotency store acknowledged the claim " + ms(took) +
+                            " ms after it was sent, past its lease of " + ms(begin.lease) +
+                            " ms; nothing was sent upstream";
+    const Claim claim{begin.key, begun.version.value_or(0), begun.claimToken.value_or("")};
+    const Report call = [&claim, &why](ProtocolClient& c) {
+      return c.fail(claim.key, claim.version, why, claim.token, true);
+    };
+    co_await report("give-back", call, claim.key);
+    log("key '" + begin.key + "': " + why);
+    auto res = refusal(d, http::status::service_unavailable, "claim-late",
+                       "The claim came back after its lease ran out",
+                       why + "; retry with the same key", req);
+    res.set(http::field::retry_after, "1");
+    co_return res;
+  }
+
   // Claims `begin` and answers by its outcome: an executed claim goes upstream once.
   awaitable<Response> claim(const Route& route, const Request& req, const BeginRequest& begin,
                             const Dialect& d) {
     BeginResult begun;
+    std::chrono::steady_clock::time_point sent;
     try {
-      const auto call = [&begin](ProtocolClient& c) { return c.begin(begin); };
+      const auto call = [&begin, &sent](ProtocolClient& c) {
+        sent = std::chrono::steady_clock::now();
+        return c.begin(begin);
+      };
       begun = co_await onDatabase<BeginResult>(call);
     } catch (const DatabaseUnavailable& e) {
       co_return refusal(
@@ -921,8 +954,10 @@ struct ProxyServer::State {
                         e.what(), req);
     }
     recent.remember(begin.key);
+    const auto took = std::chrono::steady_clock::now() - sent;
     switch (begun.outcome) {
       case Outcome::Executed:
+        if (took >= begin.lease) co_return co_await givenBack(begin, begun, took, req, d);
         co_return co_await claimed(route, req, begin.key, begun, d);
       case Outcome::Replayed:
         co_return co_await replay(begun, req, d);

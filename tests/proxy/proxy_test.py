@@ -724,7 +724,63 @@ def main() -> int:
     web_door(args, work)
     fingerprints_pipelining_and_stop(args, work)
     upstream_keepalive(args, work)
+    late_claim(args, work)
     return verdict("proxy", work)
+
+
+def late_claim(args: argparse.Namespace, work: pathlib.Path) -> None:
+    """A claim the store acknowledges only after its lease ran out (here it waits behind another
+    transaction holding the key, as a commit waits for a synchronous standby that is not there)
+    is not sent upstream: meanwhile the record looked abandoned and a person may have settled it.
+    The proxy gives the claim back (FAILED, retry allowed) and answers 503 with Retry-After; the
+    retry with the same key is sent, once."""
+    upstream = Upstream()
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    proxy = Proxy(args.proxy, args.dsn, upstream.server_address[1], work, routes=f"""
+  - name: short
+    path: /short/{{order_id}}
+    upstream: http://127.0.0.1:{upstream.server_address[1]}
+    biz_type: payment
+    biz_id: path:order_id
+    lease: 500ms
+""")
+    db = psycopg.connect(args.dsn, autocommit=True)
+    holder = psycopg.connect(args.dsn)
+    try:
+        key, order = str(uuid.uuid4()), "o-late-claim"
+        holder.execute("SELECT idem.begin(%s, 'payment', 'held', 'charge', NULL, 'initial', '{}')",
+                       (f"POST short {key}",))
+        answer: list = []
+        sender = threading.Thread(target=lambda: answer.append(
+            proxy.post(f"/short/{order}", {"amount_minor": 700}, key_header(key))))
+        sender.start()
+        deadline = time.monotonic() + 30
+        while not db.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                             (holder.info.backend_pid,)).fetchone()[0]:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        time.sleep(0.6)
+        holder.rollback()
+        sender.join(30)
+        status, headers, problem = answer[0] if answer else (0, {}, {})
+        check(status == 503 and "claim-late" in problem.get("type", "") and headers.get("retry-after") == "1",
+              f"a claim acknowledged past its lease is answered 503 with Retry-After ({status}, {problem})")
+        check(upstream.charges[order] == 0, f"it is not sent upstream ({upstream.charges[order]} charges)")
+        row = db.execute("SELECT status, retry_allowed FROM idem.records WHERE idempotency_key = %s",
+                         (f"POST short {key}",)).fetchone()
+        check(row == ("FAILED", True), f"the claim is given back, FAILED with retry allowed ({row})")
+        again = proxy.post(f"/short/{order}", {"amount_minor": 700}, key_header(key))
+        check(again[0] == 201 and upstream.charges[order] == 1,
+              f"the retry with the same key is sent once ({again[0]}, {upstream.charges[order]} charges)")
+        text = proxy.metrics()
+        check(sample(text, "idemwatch_proxy_requests_total", route="short", result="not_sent") == 1.0,
+              "the given-back claim is counted not_sent")
+    finally:
+        holder.close()
+        proxy.stop()
+        upstream.shutdown()
+        db.close()
 
 
 def fingerprints_pipelining_and_stop(args: argparse.Namespace, work: pathlib.Path) -> None:
