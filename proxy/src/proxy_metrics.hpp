@@ -19,7 +19,7 @@
 namespace idem::proxy {
 
 // What became of a request, the `result` label. Bounded: these and nothing else.
-inline constexpr std::array<std::string_view, 15> kRequestResults{
+inline constexpr std::array<std::string_view, 16> kRequestResults{
     "sent",                  // claimed, sent upstream, its answer recorded and relayed
     "replayed",              // answered from the record, not sent
     "in_progress",           // 409: the key's claim is live
@@ -29,6 +29,7 @@ inline constexpr std::array<std::string_view, 15> kRequestResults{
     "refused",               // 409: business object taken, key retired, failed finally
     "invalid",               // 400: no key, a malformed key, no business object, bad trigger
     "not_sent",              // 502: the upstream refused the connection; retry allowed
+    "late_claim",            // 503: claim acknowledged past its lease, given back unsent
     "database_unavailable",  // 503: nothing claimed, nothing sent
     "passed_through",        // a route without a required key, sent unclaimed
     "too_large",             // 413, or 431 for a header over 16 KiB

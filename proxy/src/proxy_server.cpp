@@ -149,7 +149,7 @@ std::string_view resultOfProblem(std::string_view slug, http::status status) {
       {"caller-missing", "invalid"},
       {"caller-invalid", "invalid"},
       {"upstream-unreachable", "not_sent"},
-      {"claim-late", "not_sent"},
+      {"claim-late", "late_claim"},
       {"database-unavailable", "database_unavailable"},
       {"body-too-large", "too_large"},
       {"header-too-large", "too_large"},

@@ -774,8 +774,8 @@ def late_claim(args: argparse.Namespace, work: pathlib.Path) -> None:
         check(again[0] == 201 and upstream.charges[order] == 1,
               f"the retry with the same key is sent once ({again[0]}, {upstream.charges[order]} charges)")
         text = proxy.metrics()
-        check(sample(text, "idemwatch_proxy_requests_total", route="short", result="not_sent") == 1.0,
-              "the given-back claim is counted not_sent")
+        check(sample(text, "idemwatch_proxy_requests_total", route="short", result="late_claim") == 1.0,
+              "the given-back claim is counted late_claim")
     finally:
         holder.close()
         proxy.stop()
