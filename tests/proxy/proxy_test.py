@@ -16,6 +16,7 @@ import http.server
 import json
 import pathlib
 import random
+import re
 import signal
 import socket
 import ssl
@@ -403,6 +404,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--proxy", required=True)
     parser.add_argument("--dsn", required=True)
+    parser.add_argument("--idemctl", required=True)
     args = parser.parse_args()
     work = pathlib.Path(tempfile.mkdtemp(prefix="idemwatch-proxy-test-"))
 
@@ -725,7 +727,77 @@ def main() -> int:
     fingerprints_pipelining_and_stop(args, work)
     upstream_keepalive(args, work)
     late_claim(args, work)
+    simulated_agents(args, work)
     return verdict("proxy", work)
+
+
+def simulated_agents(args: argparse.Namespace, work: pathlib.Path) -> None:
+    """The seeds' fault test through the proxy, with idemctl simulate's agents and its downstream as
+    the proxy's upstream: every business type, lost answers (10%), declines, refusals before acting,
+    a buggy second charge, retries from every source and concurrent copies. The downstream's own
+    journal is the truth: no operation and no business object acted twice, every lost answer an
+    UNKNOWN record that was not sent again, nothing FAILED that happened."""
+    tool_port = free_port()
+    tools = {"pay": "payment", "refund": "refund", "issue_coupon": "coupon", "payout": "payout"}
+    routes = "".join(f"""
+  - name: {tool}
+    path: /{tool}/{{biz_id}}
+    upstream: http://127.0.0.1:{tool_port}
+    biz_type: {biz_type}
+    biz_id: path:biz_id
+    tool: {tool}
+    lease: 30s
+    upstream_timeout: 5s
+    not_executed_statuses: [503]
+""" for tool, biz_type in tools.items())
+    proxy = Proxy(args.proxy, args.dsn, free_port(), work, settings="", routes=routes)
+    db = psycopg.connect(args.dsn, autocommit=True)
+    journal_path = work / "simulated-journal.tsv"
+    try:
+        run = subprocess.run(
+            [args.idemctl, "simulate", "--db.dsn", args.dsn, "--quiet", "--requests", "400", "--agents", "4",
+             "--seed", "11", "--run-id", "viaproxy", "--biz-types", ",".join(tools.values()),
+             "--through-proxy", f"http://127.0.0.1:{proxy.port}", "--tool-listen", f"127.0.0.1:{tool_port}",
+             "--response-loss-rate", "0.1", "--decline-rate", "0.05", "--refused-rate", "0.05",
+             "--crash-rate", "0", "--double-charge-rate", "0.03", "--downstream-journal", str(journal_path)],
+            capture_output=True, text=True, timeout=300)
+        check(run.returncode == 0, f"idemctl simulate --through-proxy ran ({run.returncode}: {run.stderr.strip()[-400:]})")
+        summary = run.stdout
+        effects = []
+        for line in journal_path.read_text().splitlines() if journal_path.exists() else []:
+            f = line.split("\t")
+            if len(f) >= 7:
+                effects.append(dict(key=f[0], biz_type=f[1], biz_id=f[2], kind=f[3], deliberate=f[6] == "1"))
+        made = collections.Counter(e["key"] for e in effects if not e["deliberate"])
+        objects = collections.Counter((e["biz_type"], e["biz_id"]) for e in effects if not e["deliberate"])
+        check(len(made) > 300 and max(made.values()) == 1,
+              f"through the proxy, no operation acted twice ({len(made)} acted, most {max(made.values(), default=0)} times)")
+        check(max(objects.values(), default=0) == 1, "no business object acted twice, under any key")
+        check(set(e["biz_type"] for e in effects) == set(tools.values()), "every business type acted")
+        records = dict(db.execute("SELECT idempotency_key, status FROM idem.records WHERE biz_id LIKE 'viaproxy-%'").fetchall())
+        check(len({k.split(" ", 2)[2].split(":")[0] for k in records}) == 400, f"one record per operation ({len(records)})")
+        check(all(records.get(k) in ("SUCCESS", "UNKNOWN") for k in made),
+              "every operation that acted is SUCCESS or UNKNOWN, never FAILED")
+        lost = int(re.search(r"responses lost (\d+)", summary).group(1)) if "responses lost" in summary else -1
+        unknown = sum(s == "UNKNOWN" for s in records.values())
+        check(lost > 10 and unknown == lost, f"every lost answer is an UNKNOWN record ({unknown} UNKNOWN, {lost} lost)")
+        (resent,) = db.execute("SELECT count(*) FROM idem.transitions t JOIN idem.records r USING (idempotency_key) "
+                               "WHERE r.biz_id LIKE 'viaproxy-%' AND t.from_status = 'UNKNOWN'").fetchone()
+        check(resent == 0, f"no UNKNOWN record was claimed again ({resent})")
+        money = sum(1 for e in effects if e["kind"] != "-")
+        (flows,) = db.execute("SELECT count(*) FROM idem.fund_flows WHERE biz_id LIKE 'viaproxy-%'").fetchone()
+        check(flows == money, f"the gateway's ledger holds every movement the downstream made ({flows} of {money})")
+        (dups,) = db.execute("SELECT count(*) FROM idem.fund_flows WHERE biz_id LIKE 'viaproxy-%' "
+                             "AND duplicate_of IS NOT NULL").fetchone()
+        deliberate = sum(1 for e in effects if e["deliberate"] and e["kind"] != "-")
+        check(deliberate > 0 and dups == deliberate, f"the buggy second charges are flagged duplicates ({dups} of {deliberate})")
+        sources = dict(db.execute("SELECT trigger_source, count(*) FROM idem.attempts a JOIN idem.records r "
+                                  "USING (idempotency_key) WHERE r.biz_id LIKE 'viaproxy-%' GROUP BY 1").fetchall())
+        check(all(sources.get(s, 0) > 0 for s in ("initial", "llm", "framework", "http", "callback")),
+              f"retries from every source reached the proxy ({sources})")
+    finally:
+        proxy.stop()
+        db.close()
 
 
 def late_claim(args: argparse.Namespace, work: pathlib.Path) -> None:

@@ -11,4 +11,4 @@ proxy=$1 idemctl=$2
 python=$(psycopg_python)
 pg_scratch proxy
 dsn=$(pg_migrated_database proxy "$idemctl")
-"$python" "$here/proxy_test.py" --proxy "$proxy" --dsn "$dsn"
+"$python" "$here/proxy_test.py" --proxy "$proxy" --dsn "$dsn" --idemctl "$idemctl"

@@ -484,6 +484,19 @@ class TestSimulator : public QObject {
     QCOMPARE(problems.size(),
              std::size_t(4));  // agents, the rate, the sum of fault rates, no biz types
     QVERIFY(problems[0].find("--agents") != std::string::npos);
+
+    // Through the proxy: an address that is not http://HOST:PORT, no address for the tool, and
+    // careless clients, whose holes are the protocol's own.
+    sim::SimulationConfig viaProxy;
+    viaProxy.throughProxy = "https://proxy.example/charges";
+    viaProxy.carelessRate = 0.1;
+    const auto said = viaProxy.validate();
+    QCOMPARE(said.size(), std::size_t(3));
+    QVERIFY2(said[0].find("'https://proxy.example/charges' is not http://HOST:PORT") !=
+                 std::string::npos,
+             said[0].c_str());
+    QVERIFY2(said[1].find("needs --tool-listen HOST:PORT") != std::string::npos, said[1].c_str());
+    QVERIFY2(said[2].find("--careless-rate") != std::string::npos, said[2].c_str());
   }
 };
 

@@ -123,6 +123,13 @@ int runSimulate(const std::vector<std::string>& args, Streams streams,
                config.downstreamLatency);
   cli.integer("concurrent-copies", "N", "copies of a concurrently duplicated request",
               config.concurrentCopies, 2, 64);
+  cli.text("through-proxy", "URL",
+           "send the agents' requests through idemwatch-proxy at http://HOST:PORT (routes named "
+           "after the tools, POST /TOOL/BIZ_ID, forwarding to --tool-listen)",
+           config.throughProxy);
+  cli.text("tool-listen", "HOST:PORT",
+           "with --through-proxy: where the downstream answers as the proxy's HTTP upstream",
+           config.toolListen);
   cli.flag("quiet", "no progress line", quiet);
   declareDsn(cli, dsn);
   for (const RateFlag& r : kRates) cli.number(r.name, "P", r.help, config.*(r.field), 0.0, 1.0);

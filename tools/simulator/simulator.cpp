@@ -14,6 +14,7 @@
 #include "idem/session_role.hpp"
 #include "idem/settlement.hpp"
 #include "plan.hpp"
+#include "through_proxy.hpp"
 
 namespace idem::sim {
 namespace {
@@ -100,6 +101,16 @@ void agentLoop(int number, const SimulationConfig& config, WorkQueue& work,
         backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
       }
     }
+  }
+}
+
+// An agent behind idemwatch-proxy: its requests are HTTP, the proxy claims them.
+void httpAgentLoop(int number, const SimulationConfig& config, WorkQueue& work,
+                   TrafficCounters& counters) {
+  HttpAgent agent("agent-" + std::to_string(number), config, counters);
+  while (auto task = work.next()) {
+    agent.run(task->plan, task->isCopy);
+    if (!task->isCopy) counters.operations.fetch_add(1);
   }
 }
 
@@ -262,6 +273,25 @@ std::vector<std::string> SimulationConfig::validate() const {
   }
   if (lease.count() <= 0) problems.emplace_back("--lease must be positive");
   if (settleEvery.count() < 0) problems.emplace_back("--settle-every must not be negative");
+  if (!throughProxy.empty()) {
+    try {
+      proxyAddress(throughProxy);
+    } catch (const std::invalid_argument& e) {
+      problems.emplace_back(std::string("--through-proxy: ") + e.what());
+    }
+    try {
+      proxyAddress("http://" + toolListen);
+    } catch (const std::invalid_argument&) {
+      problems.emplace_back(
+          "--through-proxy needs --tool-listen HOST:PORT, the address its "
+          "routes forward to (got '" +
+          toolListen + "')");
+    }
+    if (carelessRate > 0) {
+      problems.emplace_back(
+          "--careless-rate tries the protocol's holes in-process; not with --through-proxy");
+    }
+  }
   if (reconcileEvery.count() < 0) problems.emplace_back("--reconcile-every must not be negative");
   return problems;
 }
@@ -373,6 +403,8 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
                          .callbackRepeatRate = config.gatewayCallbackRepeatRate,
                          .gateway = config.gatewayName,
                          .truthPath = config.gatewayTruth});
+  std::optional<ToolServer> tool;
+  if (!config.throughProxy.empty()) tool.emplace(config, counters, downstream);
   WorkQueue work(config, stop);
   const auto started = Clock::now();
   std::atomic<int> running{config.agents};
@@ -382,7 +414,11 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
   agents.reserve(static_cast<std::size_t>(config.agents));
   for (int i = 0; i < config.agents; ++i) {
     agents.emplace_back([&, i] {
-      agentLoop(i + 1, config, work, counters, downstream);
+      if (tool) {
+        httpAgentLoop(i + 1, config, work, counters);
+      } else {
+        agentLoop(i + 1, config, work, counters, downstream);
+      }
       running.fetch_sub(1);
     });
   }
@@ -446,6 +482,7 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
     }
   }
   agents.clear();
+  tool.reset();
   agentsDone.store(true);
   helpers.clear();
   gatewayDone.store(true);

@@ -111,6 +111,13 @@ struct SimulationConfig {
   // (idemwatch-gateway-standin --truth).
   std::string gatewayTruth;
 
+  // Through idemwatch-proxy (through_proxy.hpp): the agents' requests go to this proxy
+  // ("http://HOST:PORT", whose routes are named after the tools and forward to toolListen) and
+  // the downstream answers them as an HTTP tool on toolListen ("HOST:PORT"). Empty: the agents
+  // call the protocol in-process.
+  std::string throughProxy;
+  std::string toolListen;
+
   // Checks ranges and combinations; returns one sentence per problem.
   std::vector<std::string> validate() const;
 };
