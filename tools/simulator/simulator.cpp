@@ -351,8 +351,7 @@ std::string SimulationSummary::render() const {
       << "), responses lost " << responsesLost << " (resolved by callback "
       << unknownResolvedByCallback << "), crashes " << crashes << ", declines " << declines
       << " (final; retries replayed the failure " << finalFailuresReplayed
-      << "), refused connections " << refusedConnections << " (retried), database errors " << errors
-      << "\n";
+      << "), refused connections " << refusedConnections << " (retried), errors " << errors << "\n";
   out << "late answers reported after the lease ran out " << lateAnswers
       << ", claims acknowledged after their lease given back " << lateClaims
       << ", flows the gateway reported " << reportedByGateway

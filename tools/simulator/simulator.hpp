@@ -175,7 +175,7 @@ struct SimulationSummary {
   std::int64_t lateClaims = 0;  // claims acknowledged after their lease ran out: given back, unused
   std::int64_t resent = 0;      // protocol calls sent again because their connection broke
   std::int64_t reportedByGateway = 0;  // flows the gateway's side recorded (most already in)
-  std::int64_t errors = 0;             // database errors the agents saw (and retried or gave up)
+  std::int64_t errors = 0;             // database errors (HTTP ones through a proxy) the agents saw
   std::chrono::milliseconds elapsed{0};
 
   std::int64_t attemptsTotal() const;

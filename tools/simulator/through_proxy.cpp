@@ -52,7 +52,9 @@ std::pair<std::string, std::string> proxyAddress(const std::string& url) {
   const std::string_view host = colon == std::string_view::npos ? rest : rest.substr(0, colon);
   const std::string_view port =
       colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
-  const bool digits = !port.empty() && port.find_first_not_of("0123456789") == std::string::npos;
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      port.find_first_not_of("0123456789") == std::string::npos &&
+                      std::stoi(std::string(port)) <= 65535;
   if (!url.starts_with(kScheme) || host.empty() || !digits || rest.find('/') != std::string::npos) {
     throw std::invalid_argument("'" + url + "' is not http://HOST:PORT");
   }
@@ -68,8 +70,16 @@ struct ToolServer::State {
   net::io_context io;
   tcp::acceptor acceptor{io};
   std::atomic<bool> stopping{false};
+  // A connection's socket outlives its thread (declared last: joined first), so that a stop can
+  // shut an idle keep-alive connection down from outside without racing its close.
+  struct Connection {
+    explicit Connection(tcp::socket s) : socket(std::move(s)) {}
+    tcp::socket socket;
+    std::atomic<bool> done{false};
+    std::jthread thread;
+  };
   std::mutex mutex;
-  std::list<std::jthread> connections;
+  std::list<Connection> connections;  // finished ones are joined at the next accept
   std::set<std::string> refusedOnce;  // keys whose first request the tool turned away
   std::jthread accepting;
 
@@ -141,7 +151,7 @@ struct ToolServer::State {
     return reply(http::status::created, {{"ref", act(plan, key)}, {"status", "succeeded"}});
   }
 
-  void serve(tcp::socket socket) {
+  void serve(tcp::socket& socket) {
     limitWaits(socket, 30);
     beast::flat_buffer buffer;
     beast::error_code ec;
@@ -156,7 +166,6 @@ struct ToolServer::State {
       if (ec || !res->keep_alive()) break;
     }
     socket.shutdown(tcp::socket::shutdown_both, ec);
-    socket.close(ec);
   }
 
   void accept() {
@@ -171,7 +180,13 @@ struct ToolServer::State {
       if (ec) continue;
       socket.non_blocking(false, ec);
       std::lock_guard lock(mutex);
-      connections.emplace_back([this, s = std::move(socket)]() mutable { serve(std::move(s)); });
+      // A run of hours makes thousands of connections: each is joined once it has ended.
+      connections.remove_if([](const Connection& c) { return c.done.load(); });
+      Connection& c = connections.emplace_back(std::move(socket));
+      c.thread = std::jthread([this, &c] {
+        serve(c.socket);
+        c.done.store(true);
+      });
     }
   }
 };
@@ -180,25 +195,32 @@ ToolServer::ToolServer(const SimulationConfig& config, TrafficCounters& counters
                        Downstream& downstream)
     : state_(std::make_unique<State>(config, counters, downstream)) {
   const auto [host, port] = proxyAddress("http://" + config.toolListen);
-  const tcp::endpoint endpoint(net::ip::make_address(host),
-                               static_cast<unsigned short>(std::stoi(port)));
-  state_->acceptor.open(endpoint.protocol());
-  state_->acceptor.set_option(net::socket_base::reuse_address(true));
-  state_->acceptor.bind(endpoint);
-  state_->acceptor.listen();
-  state_->acceptor.non_blocking(true);
+  try {
+    const tcp::endpoint endpoint(net::ip::make_address(host),
+                                 static_cast<unsigned short>(std::stoi(port)));
+    state_->acceptor.open(endpoint.protocol());
+    state_->acceptor.set_option(net::socket_base::reuse_address(true));
+    state_->acceptor.bind(endpoint);
+    state_->acceptor.listen();
+    state_->acceptor.non_blocking(true);
+  } catch (const boost::system::system_error& e) {
+    throw std::runtime_error("--tool-listen " + config.toolListen +
+                             ": cannot listen there (an IP address and a free port): " + e.what());
+  }
   state_->accepting = std::jthread([s = state_.get()] { s->accept(); });
 }
 
 ToolServer::~ToolServer() {
   state_->stopping.store(true);
   state_->accepting = {};
-  std::list<std::jthread> connections;
+  std::list<State::Connection> connections;
   {
     std::lock_guard lock(state_->mutex);
     connections.swap(state_->connections);
   }
-  connections.clear();  // each ends at its peer's close or its 30 s limit
+  // The agents are done: what is still open is idle (an upstream connection the proxy keeps).
+  for (State::Connection& c : connections) ::shutdown(c.socket.native_handle(), SHUT_RDWR);
+  connections.clear();
 }
 
 // --- the agents --------------------------------------------------------------------------------
