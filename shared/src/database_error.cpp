@@ -66,20 +66,23 @@ std::string connectFailureSqlstate(const std::string& libpqText) {
   return saysPasswordNeeded(libpqText) ? "28P01" : "08001";
 }
 
+DatabaseError serverError(const char* what, const std::string& sqlstate,
+                          const std::string& libpqText) {
+  std::string message = std::string(what) + ": " + primaryMessage(libpqText);
+  // A function or relation of the schema that is not there: the database is older than this
+  // program. Say what to do rather than leave the operator with PostgreSQL's words alone.
+  if ((sqlstate == "42883" || sqlstate == "42P01") && message.find("idem.") != std::string::npos) {
+    message += " (the idem schema is older than this program: run `idemctl migrate`)";
+  }
+  return DatabaseError(sqlstate, message);
+}
+
 void rethrowAsDatabaseError(const char* what) {
   const std::string context = std::string(what) + ": ";
   try {
     throw;
   } catch (const pqxx::sql_error& e) {
-    const std::string sqlstate = sqlstateOf(e);
-    std::string message = context + primaryMessage(e.what());
-    // A function or relation of the schema that is not there: the database is older than this
-    // program. Say what to do rather than leave the operator with PostgreSQL's words alone.
-    if ((sqlstate == "42883" || sqlstate == "42P01") &&
-        message.find("idem.") != std::string::npos) {
-      message += " (the idem schema is older than this program: run `idemctl migrate`)";
-    }
-    throw DatabaseError(sqlstate, message);
+    throw serverError(what, sqlstateOf(e), e.what());
   } catch (const pqxx::serialization_failure& e) {
     throw DatabaseError("40001", context + primaryMessage(e.what()));
   } catch (const pqxx::deadlock_detected& e) {

@@ -51,17 +51,29 @@ const char* orNull(const std::string& token) {
 }
 
 template <typename E>
-std::optional<E> optionalEnum(const pqxx::field& field) {
-  if (field.is_null()) return std::nullopt;
-  return parse<E>(field.c_str());
+std::optional<E> optionalEnum(const char* text) {
+  if (text == nullptr) return std::nullopt;
+  return parse<E>(text);
+}
+
+// An empty token is no token, as in orNull.
+std::optional<std::string> tokenOrNull(const std::string& token) {
+  if (token.empty()) return std::nullopt;
+  return token;
 }
 
 ChangeResult toChangeResult(const pqxx::row& row) {
-  ChangeResult out;
-  out.result = parse<ResultCode>(row[0].c_str());
-  out.status = optionalEnum<RecordStatus>(row[1]);
-  if (!row[2].is_null()) out.version = row[2].as<int>();
-  return out;
+  return readChangeRow([&row](int i) { return row[i].is_null() ? nullptr : row[i].c_str(); });
+}
+
+// Sends one statement and reads its one row.
+template <typename Read>
+auto execStatement(pqxx::transaction_base& tx, const ProtocolStatement& statement, Read read) {
+  std::vector<const char*> values;
+  values.reserve(statement.parameters.size());
+  for (const auto& p : statement.parameters) values.push_back(p ? p->c_str() : nullptr);
+  const pqxx::row row = tx.exec_params1(statement.sql, pqxx::prepare::make_dynamic_params(values));
+  return read([&row](int i) { return row[i].is_null() ? nullptr : row[i].c_str(); });
 }
 
 }  // namespace
@@ -92,20 +104,55 @@ auto ProtocolClient::call(const char* what, Call&& body) {
   }
 }
 
+ProtocolStatement beginStatement(const BeginRequest& request) {
+  return {
+      "begin",
+      kBegin,
+      {request.key, request.bizType, request.bizId, request.tool, request.requestHash,
+       std::string(format(request.source)), request.requestPayload,
+       std::to_string(request.lease.count()) + " milliseconds", request.agentId, request.traceId}};
+}
+
+ProtocolStatement completeStatement(const Claim& claim, const std::string& responsePayload) {
+  return {"complete",
+          kComplete,
+          {claim.key, std::to_string(claim.version), responsePayload, tokenOrNull(claim.token)}};
+}
+
+ProtocolStatement failStatement(const Claim& claim, const std::string& error, bool retryAllowed) {
+  return {"fail",
+          kFail,
+          {claim.key, std::to_string(claim.version), error, tokenOrNull(claim.token),
+           std::string(retryAllowed ? "true" : "false")}};
+}
+
+ProtocolStatement markUnknownStatement(const Claim& claim, const std::string& reason) {
+  return {"mark_unknown",
+          kMarkUnknown,
+          {claim.key, std::to_string(claim.version), reason, tokenOrNull(claim.token)}};
+}
+
+BeginResult readBeginRow(const FieldText& field) {
+  BeginResult out;
+  out.outcome = parse<Outcome>(field(0));
+  out.status = optionalEnum<RecordStatus>(field(1));
+  if (field(2) != nullptr) out.version = std::stoi(field(2));
+  if (field(3) != nullptr) out.responsePayload = field(3);
+  if (field(4) != nullptr) out.claimToken = field(4);
+  return out;
+}
+
+ChangeResult readChangeRow(const FieldText& field) {
+  ChangeResult out;
+  out.result = parse<ResultCode>(field(0));
+  out.status = optionalEnum<RecordStatus>(field(1));
+  if (field(2) != nullptr) out.version = std::stoi(field(2));
+  return out;
+}
+
 BeginResult ProtocolClient::begin(const BeginRequest& request) {
   return call("begin", [&](pqxx::transaction_base& tx) {
-    const std::string lease = std::to_string(request.lease.count()) + " milliseconds";
-    const pqxx::row row = tx.exec_params1(
-        kBegin, request.key, request.bizType, request.bizId, request.tool,
-        orNull(request.requestHash), std::string(format(request.source)), request.requestPayload,
-        lease, orNull(request.agentId), orNull(request.traceId));
-    BeginResult out;
-    out.outcome = parse<Outcome>(row[0].c_str());
-    out.status = optionalEnum<RecordStatus>(row[1]);
-    if (!row[2].is_null()) out.version = row[2].as<int>();
-    if (!row[3].is_null()) out.responsePayload = row[3].c_str();
-    if (!row[4].is_null()) out.claimToken = row[4].c_str();
-    return out;
+    return execStatement(tx, beginStatement(request), readBeginRow);
   });
 }
 
@@ -113,8 +160,8 @@ ChangeResult ProtocolClient::complete(const std::string& key, int expectedVersio
                                       const std::string& responsePayload,
                                       const std::string& token) {
   return call("complete", [&](pqxx::transaction_base& tx) {
-    return toChangeResult(
-        tx.exec_params1(kComplete, key, expectedVersion, responsePayload, orNull(token)));
+    return execStatement(tx, completeStatement({key, expectedVersion, token}, responsePayload),
+                         readChangeRow);
   });
 }
 
@@ -122,16 +169,16 @@ ChangeResult ProtocolClient::fail(const std::string& key, int expectedVersion,
                                   const std::string& error, const std::string& token,
                                   bool retryAllowed) {
   return call("fail", [&](pqxx::transaction_base& tx) {
-    return toChangeResult(
-        tx.exec_params1(kFail, key, expectedVersion, error, orNull(token), retryAllowed));
+    return execStatement(tx, failStatement({key, expectedVersion, token}, error, retryAllowed),
+                         readChangeRow);
   });
 }
 
 ChangeResult ProtocolClient::markUnknown(const std::string& key, int expectedVersion,
                                          const std::string& reason, const std::string& token) {
   return call("mark_unknown", [&](pqxx::transaction_base& tx) {
-    return toChangeResult(
-        tx.exec_params1(kMarkUnknown, key, expectedVersion, reason, orNull(token)));
+    return execStatement(tx, markUnknownStatement({key, expectedVersion, token}, reason),
+                         readChangeRow);
   });
 }
 

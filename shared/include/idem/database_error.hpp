@@ -51,6 +51,11 @@ class DatabaseError : public std::runtime_error {
 // sentences.
 std::string primaryMessage(const std::string& libpqText);
 
+// What the server answered a statement with (its SQLSTATE and libpq's error text), as the
+// DatabaseError every component shows: for callers that speak libpq without libpqxx.
+DatabaseError serverError(const char* what, const std::string& sqlstate,
+                          const std::string& libpqText);
+
 // Runs fn and rethrows libpqxx's exceptions as DatabaseError. What the function does is the context
 // of the message ("settle: ..."), so a user reads what failed and why in one line.
 template <typename Fn>

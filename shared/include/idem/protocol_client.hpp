@@ -12,9 +12,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <pqxx/connection>
 #include <string>
+#include <vector>
 
 #include "idem/domain.hpp"
 #include "idem/vocabulary.hpp"
@@ -76,6 +78,26 @@ struct PurgeResult {
   std::int64_t transitions = 0;
   std::int64_t tombstones = 0;
 };
+
+// The claimant's calls as text, for a caller that speaks libpq itself (the proxy's sessions on its
+// own event loop): the statement, its parameters as text (nullopt: NULL), and how to read the one
+// row it answers. ProtocolClient sends the very same statements.
+struct ProtocolStatement {
+  const char* what;  // the function's name, for error messages
+  const char* sql;
+  std::vector<std::optional<std::string>> parameters;
+};
+
+ProtocolStatement beginStatement(const BeginRequest& request);
+ProtocolStatement completeStatement(const Claim& claim, const std::string& responsePayload);
+ProtocolStatement failStatement(const Claim& claim, const std::string& error, bool retryAllowed);
+ProtocolStatement markUnknownStatement(const Claim& claim, const std::string& reason);
+
+// A field of the answered row by its index: its text, or nullptr when NULL.
+using FieldText = std::function<const char*(int)>;
+BeginResult readBeginRow(const FieldText& field);
+// The row of complete, fail, mark_unknown, settle and resolve.
+ChangeResult readChangeRow(const FieldText& field);
 
 class ProtocolClient {
  public:
