@@ -7,12 +7,14 @@
 #   proxy      wrk through idemwatch-proxy: a fresh Idempotency-Key and order each request, a new
 #              upstream connection each request
 #   proxy-ka   the same with upstream_keepalive: 2s (upstream connections reused)
+#   baseline   proxy-ka run by another build of idemwatch-proxy (BASELINE_PROXY), when given:
+#              a change's figures beside the previous ones, in the same rounds
 # at 1 and 64 connections, p50 and p99 latency and requests/s. The proxy's own overhead is its
 # latency less the direct call's and the two protocol calls'.
 #
 #   bench/proxy/run.sh [BUILD_DIR]
 #   env: SECONDS_EACH (10), CONNECTIONS ("1 64"), REPEAT (2), PROXY_WORKERS (8),
-#        PG_EXTRA_OPTS (e.g. "-c synchronous_commit=off": the proxy's own ceiling, without the
+#        BASELINE_PROXY (an idemwatch-proxy binary to compare with), PG_EXTRA_OPTS (e.g. "-c synchronous_commit=off": the proxy's own ceiling, without the
 #        commits' flush, which otherwise bounds every path through the database)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -31,7 +33,7 @@ dsn=$(pg_migrated_database bench "$build/tools/idemctl/idemctl")
 trap 'kill $(cat "$work"/*.pid 2>/dev/null) 2>/dev/null || true; pg_stop "$work"; rm -rf "$work"' EXIT
 
 upstream_port=$(pg_free_port) nginx_port=$(pg_free_port) proxy_port=$(pg_free_port)
-keepalive_port=$(pg_free_port)
+keepalive_port=$(pg_free_port) baseline_port=$(pg_free_port)
 cat >"$work/nginx.conf" <<CONF
 daemon off;
 worker_processes 1;
@@ -73,7 +75,14 @@ write_proxy_config "$work/proxy-ka.yml" "$keepalive_port" "upstream_keepalive: 2
 echo $! >"$work/proxy.pid"
 "$build/proxy/idemwatch-proxy" --config.file "$work/proxy-ka.yml" 2>"$work/proxy-ka.log" &
 echo $! >"$work/proxy-ka.pid"
-for port in "$upstream_port" "$nginx_port" "$proxy_port" "$keepalive_port"; do
+ports="$upstream_port $nginx_port $proxy_port $keepalive_port"
+if [ -n "${BASELINE_PROXY:-}" ]; then
+  write_proxy_config "$work/proxy-base.yml" "$baseline_port" "upstream_keepalive: 2s"
+  "$BASELINE_PROXY" --config.file "$work/proxy-base.yml" 2>"$work/proxy-base.log" &
+  echo $! >"$work/proxy-base.pid"
+  ports="$ports $baseline_port"
+fi
+for port in $ports; do
   for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
 done
 cat >"$work/claim.sql" <<'SQL'
@@ -111,9 +120,27 @@ for round in $(seq "$REPEAT"); do
       "$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' <<<"$out" | head -n 1)" "$p50" "$p99"
     run_wrk proxy "$c" "$round" "http://127.0.0.1:$proxy_port" "$root/bench/proxy/keys.lua"
     run_wrk proxy-ka "$c" "$round" "http://127.0.0.1:$keepalive_port" "$root/bench/proxy/keys.lua"
+    if [ -n "${BASELINE_PROXY:-}" ]; then
+      run_wrk baseline "$c" "$round" "http://127.0.0.1:$baseline_port" "$root/bench/proxy/keys.lua"
+    fi
   done
 done
 echo "proxy peak RSS: $(awk '/VmHWM/ {print $2, $3}' "/proc/$(cat "$work/proxy.pid")/status")," \
   "with upstream keep-alive: $(awk '/VmHWM/ {print $2, $3}' "/proc/$(cat "$work/proxy-ka.pid")/status")"
+if [ -n "${BASELINE_PROXY:-}" ]; then
+  echo "baseline peak RSS: $(awk '/VmHWM/ {print $2, $3}' "/proc/$(cat "$work/proxy-base.pid")/status"), threads: $(awk '/Threads/ {print $2}' "/proc/$(cat "$work/proxy-base.pid")/status");" \
+    "proxy-ka threads: $(awk '/Threads/ {print $2}' "/proc/$(cat "$work/proxy-ka.pid")/status")"
+fi
+# The proxy's own CPU per request served, over the whole run: user + system time of the process
+# (/proc/PID/stat, in clock ticks) over its requests_total.
+cpu_per_request() {  # cpu_per_request PID PORT
+  local ticks requests
+  ticks=$(awk '{print $14 + $15}' "/proc/$1/stat")
+  requests=$(curl -s "http://127.0.0.1:$2/metrics" | awk '/^idemwatch_proxy_requests_total/ {n += $2} END {print n}')
+  awk -v t="$ticks" -v hz="$(getconf CLK_TCK)" -v n="$requests" 'BEGIN {printf "%.0f µs (%d requests)", t / hz * 1e6 / n, n}'
+}
+echo "proxy CPU per request: proxy $(cpu_per_request "$(cat "$work/proxy.pid")" "$proxy_port")," \
+  "proxy-ka $(cpu_per_request "$(cat "$work/proxy-ka.pid")" "$keepalive_port")" \
+  "${BASELINE_PROXY:+, baseline $(cpu_per_request "$(cat "$work/proxy-base.pid")" "$baseline_port")}"
 echo "upstream connections of the keep-alive proxy: $(curl -s "http://127.0.0.1:$keepalive_port/metrics" |
   awk '/^idemwatch_proxy_upstream_connections_total/ {printf "%s %s; ", $1, $2}')"

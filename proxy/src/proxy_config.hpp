@@ -79,8 +79,8 @@ struct ProxyConfig {
   std::string listenAddress = "127.0.0.1";
   std::string listenPort = "8480";
   std::string dsn;
-  int databaseWorkers = 4;
-  int databaseQueue = 256;  // protocol calls waiting for a worker before 503
+  int databaseWorkers = 4;  // database sessions, opened when first needed
+  int databaseQueue = 256;  // protocol calls running or waiting for a session before 503
   std::chrono::milliseconds idleTimeout{60'000};
   // From a request's first byte until it is read whole (and its answer written): a client that
   // sends slowly is cut off after it.

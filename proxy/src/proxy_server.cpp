@@ -32,6 +32,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "database_sessions.hpp"
 #include "idem/database_error.hpp"
 #include "idem/hex.hpp"
 #include "idem/protocol_client.hpp"
@@ -65,42 +66,13 @@ void log(const std::string& line) {
   std::cerr << "idemwatch-proxy: " << line << '\n';
 }
 
-// The database is out of reach (down, refused, a broken session): nothing was claimed.
-struct DatabaseUnavailable : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// The database sessions, lent one per protocol call. The most recently returned is lent first:
-// at low concurrency one warm backend serves call after call (its caches hot, no idle backend
-// woken), which halves a claim's latency against lending them in turn.
-class SessionStack {
- public:
-  explicit SessionStack(std::string dsn) : dsn_(std::move(dsn)) {}
-
-  std::unique_ptr<pqxx::connection> take() {
-    {
-      std::lock_guard lock(mutex_);
-      if (!idle_.empty()) {
-        auto session = std::move(idle_.back());
-        idle_.pop_back();
-        return session;
-      }
-    }
-    return std::make_unique<pqxx::connection>(dsn_);
-  }
-
-  // A session that broke is dropped; the next call opens a new one.
-  void give(std::unique_ptr<pqxx::connection> session) {
-    if (!session || !session->is_open()) return;
-    std::lock_guard lock(mutex_);
-    idle_.push_back(std::move(session));
-  }
-
- private:
-  std::string dsn_;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<pqxx::connection>> idle_;
-};
+// A field of a protocol call's row, as the protocol's row readers take it.
+FieldText fieldsOf(const Row& row) {
+  return [&row](int i) -> const char* {
+    const auto index = static_cast<std::size_t>(i);
+    return index < row.size() && row[index] ? row[index]->c_str() : nullptr;
+  };
+}
 
 std::string sha256Hex(std::string_view text) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
@@ -352,9 +324,9 @@ struct ProxyServer::State {
       : config(std::move(c)),
         configPath(std::move(path)),
         routes(std::make_shared<const ProxyConfig>(config)),
-        pool(static_cast<std::size_t>(config.databaseWorkers)),
-        database(config.dsn),
         metrics(routeNames(config)) {
+    database =
+        std::make_unique<DatabaseSessions>(ioc.get_executor(), config.dsn, config.databaseWorkers);
     if (config.webConfigFile.empty()) return;
     const WebConfig web = loadWebConfig(config.webConfigFile);
     for (const auto& warning : web.warnings) log(config.webConfigFile + ": " + warning);
@@ -408,10 +380,9 @@ struct ProxyServer::State {
   const ProxyConfig config;
   const std::string configPath;
   std::shared_ptr<const ProxyConfig> routes;
-  net::thread_pool pool;
-  SessionStack database;
+  std::unique_ptr<DatabaseSessions> database;  // made once `ioc` exists; its sessions use it
   ProxyMetrics metrics;
-  std::atomic<int> pending{0};
+  int pending = 0;  // protocol calls waiting or running
   std::atomic<bool> stopping{false};
   int sessions = 0;
   std::map<std::string, tcp::resolver::results_type> resolved;  // by route
@@ -436,55 +407,26 @@ struct ProxyServer::State {
   // destroyed while the members their locals refer to (metrics, counters) still exist.
   net::io_context ioc{1};
 
-  // Runs `fn(ProtocolClient&)` on a database worker and resumes the caller with its result. More
-  // than `databaseQueue` calls waiting: DatabaseUnavailable at once, so a slow database turns into
-  // 503s rather than a queue without end. `fn` is taken by reference, never copied: GCC 12
-  // destroys some temporaries of a co_await expression twice, so callers pass a named function
-  // object, which outlives the call.
-  template <typename T, typename F>
-  awaitable<T> onDatabase(const F& fn) {
-    metrics.setWaiting(pending.load() + 1);
-    if (pending.fetch_add(1) >= config.databaseQueue) {
-      pending.fetch_sub(1);
-      throw DatabaseUnavailable("too many protocol calls waiting for a database worker");
+  // Runs one protocol statement on a database session and answers its row. More than
+  // `databaseQueue` calls waiting or running: DatabaseUnavailable at once, so a slow database
+  // turns into 503s rather than a queue without end. The statement is a named object of the
+  // caller's: GCC 12 destroys some temporaries of a co_await expression twice.
+  awaitable<Row> onDatabase(const ProtocolStatement& statement,
+                            std::chrono::steady_clock::time_point* sentAt = nullptr) {
+    if (pending >= config.databaseQueue) {
+      throw DatabaseUnavailable("too many protocol calls waiting for a database session");
     }
+    metrics.setWaiting(++pending);
     struct Done {
       State* self;
-      ~Done() { self->metrics.setWaiting(self->pending.fetch_sub(1) - 1); }
+      ~Done() { self->metrics.setWaiting(--self->pending); }
     } done{this};
-    // Only pointers are captured: the initiation is a temporary of the co_await expression.
-    const F* call = &fn;
-    co_return co_await net::async_initiate<decltype(use_awaitable), void(std::exception_ptr, T)>(
-        [this, call](auto handler) {
-          net::post(pool, [this, call, handler = std::move(handler)]() mutable {
-            std::exception_ptr error;
-            T value{};
-            std::unique_ptr<pqxx::connection> session;
-            try {
-              session = database.take();
-              ProtocolClient client(*session);
-              value = (*call)(client);
-              database.give(std::move(session));
-            } catch (const pqxx::broken_connection& e) {
-              error = std::make_exception_ptr(DatabaseUnavailable(e.what()));
-            } catch (const DatabaseError& e) {
-              if (e.kind() == DatabaseErrorKind::ConnectionLost) {
-                error = std::make_exception_ptr(DatabaseUnavailable(e.what()));
-              } else {
-                error = std::current_exception();
-                database.give(std::move(session));
-              }
-            } catch (...) {
-              error = std::current_exception();
-            }
-            auto executor = net::get_associated_executor(handler);
-            net::dispatch(executor, [handler = std::move(handler), error,
-                                     value = std::move(value)]() mutable {
-              handler(error, std::move(value));
-            });
-          });
-        },
-        use_awaitable);
+    try {
+      co_return co_await database->query(statement, sentAt);
+    } catch (const DatabaseError& e) {
+      if (e.kind() != DatabaseErrorKind::ConnectionLost) throw;
+      throw DatabaseUnavailable(e.what());
+    }
   }
 
   // `sending`, when given, turns true once the first byte of the request is about to be written:
@@ -721,10 +663,10 @@ struct ProxyServer::State {
 
   // What the claimant reports; a report that cannot be written leaves the record PROCESSING,
   // which its lease turns UNKNOWN: never a second call upstream.
-  using Report = std::function<ChangeResult(ProtocolClient&)>;
-  awaitable<void> report(const char* what, const Report& fn, const std::string& key) {
+  awaitable<void> report(const char* what, const ProtocolStatement& call, const std::string& key) {
     try {
-      const auto result = co_await onDatabase<ChangeResult>(fn);
+      const Row row = co_await onDatabase(call);
+      const ChangeResult result = readChangeRow(fieldsOf(row));
       if (!result.ok()) {
         log(std::string(what) + " of key '" + key +
             "' refused: " + std::string(format(result.result)));
@@ -795,10 +737,8 @@ struct ProxyServer::State {
     inFlight.erase(&flight);
     using Kind = UpstreamResult::Kind;
     if (result.kind == Kind::NotSent) {
-      const Report call = [&claim, &result](ProtocolClient& c) {
-        return c.fail(claim.key, claim.version, "not sent upstream: " + result.reason, claim.token,
-                      true);
-      };
+      const ProtocolStatement call =
+          failStatement(claim, "not sent upstream: " + result.reason, true);
       co_await report("fail", call, key);
       co_return refusal(d, http::status::bad_gateway, "upstream-unreachable",
                         "The upstream could not be reached",
@@ -809,9 +749,7 @@ struct ProxyServer::State {
                                 : judge(route, result.response, d);
     switch (verdict.kind) {
       case Verdict::Kind::Unknown: {
-        const Report call = [&claim, &verdict](ProtocolClient& c) {
-          return c.markUnknown(claim.key, claim.version, verdict.reason, claim.token);
-        };
+        const ProtocolStatement call = markUnknownStatement(claim, verdict.reason);
         co_await report("mark_unknown", call, key);
         co_return refusal(d,
                           result.kind == Kind::Ambiguous ? http::status::gateway_timeout
@@ -826,16 +764,12 @@ struct ProxyServer::State {
       case Verdict::Kind::FailFinal:
       case Verdict::Kind::FailRetry: {
         const bool retry = verdict.kind == Verdict::Kind::FailRetry;
-        const Report call = [&claim, &verdict, retry](ProtocolClient& c) {
-          return c.fail(claim.key, claim.version, verdict.stored, claim.token, retry);
-        };
+        const ProtocolStatement call = failStatement(claim, verdict.stored, retry);
         co_await report("fail", call, key);
         break;
       }
       case Verdict::Kind::Complete: {
-        const Report call = [&claim, &verdict](ProtocolClient& c) {
-          return c.complete(claim.key, claim.version, verdict.stored, claim.token);
-        };
+        const ProtocolStatement call = completeStatement(claim, verdict.stored);
         co_await report("complete", call, key);
         break;
       }
@@ -921,9 +855,7 @@ struct ProxyServer::State {
                             " ms after it was sent, past its lease of " + ms(begin.lease) +
                             " ms; nothing was sent upstream";
     const Claim claim{begin.key, begun.version.value_or(0), begun.claimToken.value_or("")};
-    const Report call = [&claim, &why](ProtocolClient& c) {
-      return c.fail(claim.key, claim.version, why, claim.token, true);
-    };
+    const ProtocolStatement call = failStatement(claim, why, true);
     co_await report("give-back", call, claim.key);
     log("key '" + begin.key + "': " + why);
     auto res = refusal(d, http::status::service_unavailable, "claim-late",
@@ -939,11 +871,9 @@ struct ProxyServer::State {
     BeginResult begun;
     std::chrono::steady_clock::time_point sent;
     try {
-      const auto call = [&begin, &sent](ProtocolClient& c) {
-        sent = std::chrono::steady_clock::now();
-        return c.begin(begin);
-      };
-      begun = co_await onDatabase<BeginResult>(call);
+      const ProtocolStatement call = beginStatement(begin);
+      const Row row = co_await onDatabase(call, &sent);
+      begun = readBeginRow(fieldsOf(row));
     } catch (const DatabaseUnavailable& e) {
       co_return refusal(
           d, http::status::service_unavailable, "database-unavailable",
@@ -1453,7 +1383,7 @@ ProxyServer::ProxyServer(ProxyConfig config, std::string configPath)
     : state_(std::make_unique<State>(std::move(config), std::move(configPath))) {}
 
 ProxyServer::~ProxyServer() {
-  state_->pool.join();
+  state_->database->close();
 }
 
 int ProxyServer::run() {

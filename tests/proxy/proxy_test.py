@@ -727,6 +727,7 @@ def main() -> int:
     fingerprints_pipelining_and_stop(args, work)
     upstream_keepalive(args, work)
     late_claim(args, work)
+    database_sessions(args, work)
     simulated_agents(args, work)
     return verdict("proxy", work)
 
@@ -800,6 +801,16 @@ def simulated_agents(args: argparse.Namespace, work: pathlib.Path) -> None:
         db.close()
 
 
+def wait_until_blocked_by(db: psycopg.Connection, holder: psycopg.Connection) -> None:
+    """Until a session waits on a lock the holder's transaction holds (at most 30 s)."""
+    deadline = time.monotonic() + 30
+    while not db.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+                         (holder.info.backend_pid,)).fetchone()[0]:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+
+
 def late_claim(args: argparse.Namespace, work: pathlib.Path) -> None:
     """A claim the store acknowledges only after its lease ran out (here it waits behind another
     transaction holding the key, as a commit waits for a synchronous standby that is not there)
@@ -826,12 +837,7 @@ def late_claim(args: argparse.Namespace, work: pathlib.Path) -> None:
         sender = threading.Thread(target=lambda: answer.append(
             proxy.post(f"/short/{order}", {"amount_minor": 700}, key_header(key))))
         sender.start()
-        deadline = time.monotonic() + 30
-        while not db.execute("SELECT count(*) FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
-                             (holder.info.backend_pid,)).fetchone()[0]:
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.02)
+        wait_until_blocked_by(db, holder)
         time.sleep(0.6)
         holder.rollback()
         sender.join(30)
@@ -848,6 +854,60 @@ def late_claim(args: argparse.Namespace, work: pathlib.Path) -> None:
         text = proxy.metrics()
         check(sample(text, "idemwatch_proxy_requests_total", route="short", result="late_claim") == 1.0,
               "the given-back claim is counted late_claim")
+    finally:
+        holder.close()
+        proxy.stop()
+        upstream.shutdown()
+        db.close()
+
+
+def database_sessions(args: argparse.Namespace, work: pathlib.Path) -> None:
+    """The proxy's sessions with the database: a request waiting on the database holds up no other
+    request, and sessions the server ended while idle (a restart, a terminated backend, an idle
+    timeout) are replaced before a call is sent on them, so no request is refused for it."""
+    upstream = Upstream()
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    proxy = Proxy(args.proxy, args.dsn, upstream.server_address[1], work)
+    db = psycopg.connect(args.dsn, autocommit=True)
+    holder = psycopg.connect(args.dsn)
+    try:
+        held = str(uuid.uuid4())
+        holder.execute("SELECT idem.begin(%s, 'payment', 'held-by-another', 'charge', NULL, 'initial', '{}')",
+                       (f"POST charge {held}",))
+        answer: list = []
+        waiting = threading.Thread(target=lambda: answer.append(
+            proxy.post("/charges/o-waits", {"amount_minor": 100}, key_header(held))))
+        waiting.start()
+        wait_until_blocked_by(db, holder)
+        beside = [proxy.post(f"/charges/o-beside-{i}", {"amount_minor": 100}, key_header(str(uuid.uuid4())))[0]
+                  for i in range(5)]
+        check(beside == [201] * 5 and not answer,
+              f"requests beside one waiting on the database are answered meanwhile ({beside}, {len(answer)} answered)")
+        holder.rollback()
+        waiting.join(30)
+        check(bool(answer) and answer[0][0] == 201 and upstream.charges["o-waits"] == 1,
+              f"the waiting request goes once the key is free ({answer[0][0] if answer else None}, "
+              f"{upstream.charges['o-waits']} charges)")
+
+        others = "datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid() " \
+                 "AND pid <> %s"
+        ended = [pid for (pid,) in db.execute(f"SELECT pid FROM pg_stat_activity WHERE {others}",
+                                              (holder.info.backend_pid,)).fetchall()]
+        for pid in ended:
+            db.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        deadline = time.monotonic() + 30
+        while db.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)", (ended,)).fetchone()[0]:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        after = [proxy.post(f"/charges/o-after-end-{i}", {"amount_minor": 100}, key_header(str(uuid.uuid4())))[0]
+                 for i in range(6)]
+        check(len(ended) >= 2 and after == [201] * 6,
+              f"sessions the server ended while idle are replaced without refusing a request "
+              f"({len(ended)} ended, answers {after})")
+        check(sample(proxy.metrics(), "idemwatch_proxy_requests_total", route="charge",
+                     result="database_unavailable") in (None, 0.0),
+              "no request was counted database_unavailable")
     finally:
         holder.close()
         proxy.stop()
