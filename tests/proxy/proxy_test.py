@@ -14,6 +14,7 @@ import collections
 import http.client
 import http.server
 import json
+import os
 import pathlib
 import random
 import re
@@ -28,6 +29,7 @@ import time
 import uuid
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 FAILURES: list[str] = []
 
@@ -728,6 +730,7 @@ def main() -> int:
     upstream_keepalive(args, work)
     late_claim(args, work)
     database_sessions(args, work)
+    through_pgbouncer(args, work)
     simulated_agents(args, work)
     return verdict("proxy", work)
 
@@ -913,6 +916,75 @@ def database_sessions(args: argparse.Namespace, work: pathlib.Path) -> None:
         proxy.stop()
         upstream.shutdown()
         db.close()
+
+
+def through_pgbouncer(args: argparse.Namespace, work: pathlib.Path) -> None:
+    """The proxy behind PgBouncer in transaction mode, as platforms deploy it: its calls are one
+    statement each with no prepared statement, so its 4 sessions share 2 server connections.
+    Concurrent requests under their own keys each charge once; 20 under one key charge once."""
+    if not pathlib.Path("/usr/sbin/pgbouncer").exists():
+        check(False, "pgbouncer (Debian package pgbouncer) is needed by this test")
+        return
+    server = conninfo_to_dict(args.dsn)
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="idemwatch-proxy-pgbouncer-"))
+    folder.chmod(0o777)
+    port = free_port()
+    (folder / "userlist.txt").write_text(f'"{server.get("user", "postgres")}" ""\n')
+    (folder / "pgbouncer.ini").write_text(f"""[databases]
+* = host={server.get("host", "127.0.0.1")} port={server.get("port", 5432)}
+
+[pgbouncer]
+pool_mode = transaction
+default_pool_size = 2
+listen_addr = 127.0.0.1
+listen_port = {port}
+unix_socket_dir =
+auth_type = trust
+auth_file = {folder}/userlist.txt
+pidfile = {folder}/pgbouncer.pid
+logfile = {folder}/pgbouncer.log
+""")
+    as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    started = subprocess.run(as_owner + ["/usr/sbin/pgbouncer", "-d", str(folder / "pgbouncer.ini")],
+                             capture_output=True, text=True, timeout=30)
+    if started.returncode != 0:
+        check(False, f"pgbouncer starts ({started.stdout}{started.stderr})")
+        return
+    through = {**server, "host": "127.0.0.1", "port": str(port)}
+    upstream = Upstream()
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    proxy = Proxy(args.proxy, make_conninfo(**through), upstream.server_address[1], work)
+    try:
+        answers: list = []
+        barrier = threading.Barrier(40)
+
+        def send(order: str, key: str) -> None:
+            barrier.wait()
+            answers.append((order, proxy.post(f"/charges/{order}", {"amount_minor": 300}, key_header(key))))
+
+        one_key = str(uuid.uuid4())
+        threads = [threading.Thread(target=send, args=(f"o-bouncer-{i}", str(uuid.uuid4()))) for i in range(20)]
+        threads += [threading.Thread(target=send, args=("o-bouncer-one", one_key)) for _ in range(20)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        own = [a for order, a in answers if order != "o-bouncer-one"]
+        check(len(own) == 20 and all(a[0] == 201 for a in own)
+              and all(upstream.charges[f"o-bouncer-{i}"] == 1 for i in range(20)),
+              f"through PgBouncer, each key's request is sent once ({sorted(a[0] for a in own)})")
+        shared = collections.Counter(a[0] for order, a in answers if order == "o-bouncer-one")
+        check(upstream.charges["o-bouncer-one"] == 1 and set(shared) <= {201, 409},
+              f"through PgBouncer, 20 requests under one key charge once ({dict(shared)})")
+        replay = proxy.post("/charges/o-bouncer-one", {"amount_minor": 300}, key_header(one_key))
+        check(replay[0] == 201 and replay[1].get("idempotent-replayed") == "true",
+              "through PgBouncer, a repeat replays the stored answer")
+    finally:
+        proxy.stop()
+        upstream.shutdown()
+        pid = (folder / "pgbouncer.pid").read_text().strip() if (folder / "pgbouncer.pid").exists() else ""
+        if pid.isdigit():
+            os.kill(int(pid), signal.SIGTERM)
 
 
 def fingerprints_pipelining_and_stop(args: argparse.Namespace, work: pathlib.Path) -> None:
