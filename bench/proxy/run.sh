@@ -112,7 +112,8 @@ for round in $(seq "$REPEAT"); do
     rm -rf "$work/pgbench-log" && mkdir "$work/pgbench-log"
     [ "$(id -u)" -eq 0 ] && chown postgres: "$work/pgbench-log"
     out=$(pg_as_owner pgbench -n -h "$PG_SOCKDIR" -p "$PG_PORT" -U postgres -c "$c" -j "$(( c < 2 ? 1 : 2 ))" \
-      -T "$SECONDS_EACH" -l --log-prefix="$work/pgbench-log/tx" -f "$work/claim.sql" bench 2>&1)
+      -T "$SECONDS_EACH" -l --log-prefix="$work/pgbench-log/tx" -f "$work/claim.sql" bench 2>&1) ||
+      { echo "pgbench failed: $out" >&2; exit 1; }
     # Each transaction's latency (µs) is the log's third column.
     read -r p50 p99 < <(cat "$work"/pgbench-log/tx* | awk '{print $3}' | sort -n |
       awk '{v[NR] = $1} END {printf "%.3f %.3f\n", v[int(NR * 0.5)] / 1000, v[int(NR * 0.99)] / 1000}')
