@@ -14,7 +14,8 @@
 #
 #   bench/proxy/run.sh [BUILD_DIR]
 #   env: SECONDS_EACH (10), CONNECTIONS ("1 64"), REPEAT (2), PROXY_WORKERS (8),
-#        BASELINE_PROXY (an idemwatch-proxy binary to compare with), PG_EXTRA_OPTS (e.g. "-c synchronous_commit=off": the proxy's own ceiling, without the
+#        BASELINE_PROXY (an idemwatch-proxy binary to compare with), UPSTREAM_DELAY_MS (the
+#        upstream's own time per request), PG_EXTRA_OPTS (e.g. "-c synchronous_commit=off": the proxy's own ceiling, without the
 #        commits' flush, which otherwise bounds every path through the database)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,7 +35,15 @@ trap 'kill $(cat "$work"/*.pid 2>/dev/null) 2>/dev/null || true; pg_stop "$work"
 
 upstream_port=$(pg_free_port) nginx_port=$(pg_free_port) proxy_port=$(pg_free_port)
 keepalive_port=$(pg_free_port) baseline_port=$(pg_free_port)
+# UPSTREAM_DELAY_MS: the upstream answers after that long (nginx's echo module, which Debian's
+# nginx-light carries), as a real tool does; unset, at once.
+answer="return 201 '{\"charge\": \"ch_1\", \"status\": \"succeeded\"}';" load=""
+if [ -n "${UPSTREAM_DELAY_MS:-}" ]; then
+  load="load_module /usr/lib/nginx/modules/ngx_http_echo_module.so;"
+  answer="echo_sleep $(awk -v ms="$UPSTREAM_DELAY_MS" 'BEGIN {printf "%.3f", ms / 1000}'); echo '{\"charge\": \"ch_1\", \"status\": \"succeeded\"}';"
+fi
 cat >"$work/nginx.conf" <<CONF
+$load
 daemon off;
 worker_processes 1;
 pid $work/nginx.pid;
@@ -45,7 +54,7 @@ http {
   upstream tool { server 127.0.0.1:$upstream_port; keepalive 64; }
   server {
     listen 127.0.0.1:$upstream_port;
-    location / { default_type application/json; return 201 '{"charge": "ch_1", "status": "succeeded"}'; }
+    location / { default_type application/json; $answer }
   }
   server {
     listen 127.0.0.1:$nginx_port;
@@ -85,8 +94,10 @@ fi
 for port in $ports; do
   for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
 done
+# A fresh key a transaction: drawn from 9e18, so that no round meets an earlier round's key (a
+# collision would be answered `replayed`, with no claim token for complete).
 cat >"$work/claim.sql" <<'SQL'
-\set n random(1, 2000000000)
+\set n random(1, 9000000000000000000)
 SELECT claim_token AS tok FROM idem.begin('k-' || :client_id || '-' || :n, 'payment', 'o-' || :client_id || '-' || :n, 'charge', NULL, 'initial', '{"amount_minor": 100}') \gset
 SELECT * FROM idem.complete('k-' || :client_id || '-' || :n, 1, '{}', ':tok');
 SQL
