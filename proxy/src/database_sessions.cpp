@@ -10,9 +10,9 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <iostream>
-#include <random>
 
 #include "idem/database_error.hpp"
+#include "idem/serialization_retry.hpp"
 
 namespace idem::proxy {
 
@@ -268,8 +268,7 @@ awaitable<Row> DatabaseSessions::query(const ProtocolStatement& statement,
       co_return row;
     } catch (const DatabaseError& e) {
       failed = std::current_exception();
-      transient =
-          (e.sqlstate() == "40001" || e.sqlstate() == "40P01") && attempt < kSerializationRetries;
+      transient = runsAgain(e.sqlstate()) && attempt < kSerializationRetries;
     } catch (...) {
       failed = std::current_exception();
       broken = true;
@@ -279,11 +278,7 @@ awaitable<Row> DatabaseSessions::query(const ProtocolStatement& statement,
     if (broken) session.reset();
     give(std::move(session));
     if (!transient) std::rethrow_exception(failed);
-    // As ProtocolClient: 0.5 to 1 ms after the first failure, doubling each time.
-    thread_local std::minstd_rand spread(std::random_device{}());
-    const int ceiling = 1000 << std::min(attempt - 1, 7);
-    net::steady_timer pause(executor_, std::chrono::microseconds(std::uniform_int_distribution<int>(
-                                           ceiling / 2, ceiling)(spread)));
+    net::steady_timer pause(executor_, pauseBeforeRetry(attempt));
     co_await pause.async_wait(use_awaitable);
   }
 }

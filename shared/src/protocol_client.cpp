@@ -1,13 +1,12 @@
 #include "idem/protocol_client.hpp"
 
-#include <algorithm>
 #include <pqxx/connection>
 #include <pqxx/pqxx>
-#include <random>
 #include <thread>
 
 #include "idem/bounded_transaction.hpp"
 #include "idem/database_error.hpp"
+#include "idem/serialization_retry.hpp"
 
 namespace idem {
 namespace {
@@ -91,15 +90,8 @@ auto ProtocolClient::call(const char* what, Call&& body) {
     try {
       return translatingErrors(what, [&] { return boundedCall(connection_, body); });
     } catch (const DatabaseError& e) {
-      const bool transient = e.sqlstate() == "40001" || e.sqlstate() == "40P01";
-      if (!transient || attempt == kSerializationRetries) throw;
-      // A growing pause, spread at random, so that the racers that failed together do not collide
-      // again: 0.5 to 1 ms after the first failure, doubling each time (32 to 64 ms before the
-      // last try). A longer transaction (a purge among claims) gets its turn within 0.13 s.
-      thread_local std::minstd_rand spread(std::random_device{}());
-      const int ceiling = 1000 << std::min(attempt - 1, 7);
-      std::this_thread::sleep_for(std::chrono::microseconds(
-          std::uniform_int_distribution<int>(ceiling / 2, ceiling)(spread)));
+      if (!runsAgain(e.sqlstate()) || attempt == kSerializationRetries) throw;
+      std::this_thread::sleep_for(pauseBeforeRetry(attempt));
     }
   }
 }
