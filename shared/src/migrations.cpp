@@ -537,6 +537,10 @@ MigrationReport migrateOnce(pqxx::connection& connection, const std::vector<Migr
         adoptNewObjects(tx);
       }
     }
+    // The history's day partitions, a week ahead, once the function that makes them is there.
+    if (!tx.exec1("SELECT to_regprocedure('idem.prepare_history_partitions(integer)')")[0]
+             .is_null())
+      tx.exec("SELECT idem.prepare_history_partitions()");
     // The grants are checked on every run, not only after this one's changes: a grant made by
     // hand since (GRANT EXECUTE ... TO PUBLIC) is a hole too, and it is refused loudly here.
     const bool atVersion2 =

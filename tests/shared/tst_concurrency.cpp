@@ -372,6 +372,130 @@ class TestConcurrency : public QObject {
              0LL);
   }
 
+  // Retention dropping whole days of history while claims go on: every claim completes, its own
+  // history (today's) is whole, and the history an open record keeps in a dropped day survives
+  // with its ids.
+  void purgeDroppingDaysOfHistoryWhileClaimsGoOn() {
+    constexpr int kWriters = 4, kRounds = 3, kOldRows = 3000;
+    {
+      auto conn = db_->connect();
+      ProtocolClient c(*conn);
+      QCOMPARE(c.begin(request("open", "order-open")).outcome, Outcome::Executed);
+    }
+    // The old days' partitions, made before the writers start (as prepare_history_partitions
+    // makes days ahead of their writers).
+    db_->exec(
+        "DO $$ DECLARE t text; d date; BEGIN FOREACH t IN ARRAY ARRAY['attempts', "
+        "'transitions'] LOOP FOR d IN SELECT g::date FROM generate_series((now() AT TIME "
+        "ZONE 'UTC')::date - 39 - " +
+        std::to_string(kRounds) +
+        ", (now() AT TIME ZONE "
+        "'UTC')::date - 40, interval '1 day') g LOOP EXECUTE format('CREATE TABLE idem.%I "
+        "PARTITION OF idem.%I FOR VALUES FROM (%L) TO (%L)', t || '_p' || to_char(d, "
+        "'YYYYMMDD'), t, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE "
+        "'UTC'); END LOOP; END LOOP; END $$");
+    std::atomic<bool> done{false};
+    std::atomic<int> completed{0}, failed{0};
+    std::vector<std::thread> writers;
+    // Whatever this test does next, the writers stop and are joined before it returns.
+    struct Stop {
+      std::atomic<bool>& done;
+      std::vector<std::thread>& writers;
+      ~Stop() {
+        done.store(true);
+        for (auto& t : writers)
+          if (t.joinable()) t.join();
+      }
+    } stop{done, writers};
+    for (int w = 0; w < kWriters; ++w) {
+      writers.emplace_back([&, w] {
+        auto conn = db_->connect();
+        ProtocolClient c(*conn);
+        for (int i = 0; !done.load(); ++i) {
+          const std::string key = "w" + std::to_string(w) + "-" + std::to_string(i);
+          try {
+            const BeginResult r = c.begin(request(key, "order-" + key));
+            if (r.outcome == Outcome::Executed && c.complete(key, 1, "{}", *r.claimToken).ok())
+              completed.fetch_add(1);
+            else
+              failed.fetch_add(1);
+          } catch (const std::exception& e) {
+            qWarning("%s: %s", key.c_str(), e.what());
+            failed.fetch_add(1);
+          }
+        }
+      });
+    }
+    const auto openIds = [&] {
+      auto conn = db_->connect();
+      pqxx::nontransaction tx(*conn);
+      return std::string(tx.exec1("SELECT string_agg(id::text, ' ' ORDER BY id) FROM "
+                                  "idem.attempts WHERE idempotency_key = 'open'")[0]
+                             .c_str());
+    };
+    std::string kept;
+    long long dropped = 0;
+    for (int round = 0; round < kRounds; ++round) {
+      const std::string back = std::to_string(42 - round);  // one day a round, oldest first
+      // That day's history: rows of keys retention has removed, and the open record's first.
+      db_->exec(
+          "INSERT INTO idem.attempts (idempotency_key, biz_type, biz_id, tool, trigger_source, "
+          "outcome, request_hash, created_at) SELECT 'gone-' || g, 'payment', 'o-' || g, 'pay', "
+          "'initial', 'executed', 'h', now() - interval '" +
+          back +
+          " days' "
+          "FROM generate_series(1, " +
+          std::to_string(kOldRows) +
+          ") g; "
+          "ALTER TABLE idem.attempts DISABLE TRIGGER attempts_append_only; "
+          "UPDATE idem.attempts SET created_at = now() - interval '" +
+          back +
+          " days' "
+          "WHERE idempotency_key = 'open' AND created_at > now() - interval '1 day'; "
+          "ALTER TABLE idem.attempts ENABLE TRIGGER attempts_append_only; "
+          "ALTER TABLE idem.records DISABLE TRIGGER records_guard; "
+          "UPDATE idem.records SET created_at = now() - interval '" +
+          back +
+          " days' "
+          "WHERE idempotency_key = 'open' AND created_at > now() - interval '1 day'; "
+          "ALTER TABLE idem.records ENABLE TRIGGER records_guard;");
+      if (round == 0) kept = openIds();
+      QTest::qWait(200);
+      pqxx::connection conn(db_->dsn());
+      // Past that day and no later one.
+      dropped += ProtocolClient(conn).purge(std::chrono::hours(24 * (41 - round))).attempts;
+      // Dropped whole: the day's partition is gone, and none of its rows went to the DEFAULT one.
+      QCOMPARE(db_->scalar("SELECT count(*) FROM pg_class WHERE relname = 'attempts_p' || "
+                           "to_char((now() AT TIME ZONE 'UTC')::date - " +
+                           back + ", 'YYYYMMDD')"),
+               0LL);
+      QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts_outside WHERE idempotency_key "
+                           "LIKE 'gone-%'"),
+               0LL);
+    }
+    QTest::qWait(200);
+    done.store(true);
+    for (auto& t : writers) t.join();
+
+    QCOMPARE(failed.load(), 0);
+    QVERIFY(completed.load() > 0);
+    QCOMPARE(dropped, (long long)kRounds * kOldRows);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE idempotency_key LIKE 'gone-%'"),
+             0LL);
+    // Every claim's record, its one attempt and its two transitions.
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'SUCCESS'"),
+             (long long)completed.load());
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE idempotency_key LIKE 'w%'"),
+             (long long)completed.load());
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions WHERE idempotency_key LIKE 'w%'"),
+             2LL * completed.load());
+    QCOMPARE(openIds(), kept);
+    QCOMPARE(
+        db_->scalar("SELECT count(*) FROM pg_class WHERE relname ~ '^(attempts|transitions)_p' "
+                    "AND idem.history_partition_end(relname) < now() - interval '30 days'"),
+        0LL);
+  }
+
  private:
   // kKeys records claimed with a lease that has ended; their claim tokens.
   std::vector<std::string> claimExpired(const std::string& prefix, int keys) {

@@ -82,6 +82,35 @@ class TestProtocol : public QObject {
     return 0;
   }
 
+  // The day partitions of the history for the day `days` back (UTC), as prepare_history_partitions
+  // makes them for the days ahead, and that day's name suffix (YYYYMMDD).
+  std::string makeHistoryDay(int days) {
+    const std::string day = text("SELECT to_char((now() AT TIME ZONE 'UTC')::date - " +
+                                 std::to_string(days) + ", 'YYYYMMDD')");
+    db_->exec("DO $$ DECLARE t text; d date := (now() AT TIME ZONE 'UTC')::date - " +
+              std::to_string(days) +
+              "; BEGIN FOREACH t IN ARRAY ARRAY['attempts', 'transitions'] LOOP EXECUTE "
+              "format('CREATE TABLE idem.%I PARTITION OF idem.%I FOR VALUES FROM (%L) TO (%L)', "
+              "t || '_p' || to_char(d, 'YYYYMMDD'), t, d::timestamp AT TIME ZONE 'UTC', (d + 1)"
+              "::timestamp AT TIME ZONE 'UTC'); END LOOP; END $$");
+    return day;
+  }
+  // Moves the records of the keys (a SQL list) and their history to `days` back: their creation,
+  // when the history starts, and every row of it.
+  void ageHistory(const std::string& keys, int days) {
+    const std::string back = "now() - interval '" + std::to_string(days) + " days'";
+    for (const std::string table : {"records", "attempts", "transitions"}) {
+      const std::string trigger = table == "records" ? "records_guard" : table + "_append_only";
+      db_->exec("ALTER TABLE idem." + table + " DISABLE TRIGGER " + trigger + "; UPDATE idem." +
+                table + " SET created_at = " + back + " WHERE idempotency_key IN (" + keys +
+                "); ALTER TABLE idem." + table + " ENABLE TRIGGER " + trigger);
+    }
+  }
+  std::string historyIds(const std::string& table, const std::string& keys) {
+    return text("SELECT string_agg(id::text, ' ' ORDER BY id) FROM idem." + table +
+                " WHERE idempotency_key IN (" + keys + ")");
+  }
+
  private slots:
   void initTestCase() { db_ = std::make_unique<test::TestDatabase>("tst_protocol"); }
   void init() {
@@ -985,6 +1014,90 @@ class TestProtocol : public QObject {
     QCOMPARE(count("SELECT idem.purge_retired(interval '1 day')"), 0LL);
     db_->exec("UPDATE idem.retired_keys SET retired_at = now() - interval '400 days'");
     QCOMPARE(count("SELECT idem.purge_retired(interval '365 days')"), 1LL);
+  }
+  // Retention drops a whole day of history at once. What the day holds of a record still open (or
+  // failed too recently to go) is kept, ids and all; what it holds of a paid key goes, and the key
+  // stays retired.
+  void purgeDropsWholeDaysOfHistoryAndKeepsWhatIsStillOpen() {
+    std::string t = claim(request("paid", "h1"));
+    QVERIFY(client_->complete("paid", 1, "{}", t).ok());
+    claim(request("open", "h2"));
+    t = claim(request("failed", "h3"));
+    QVERIFY(client_->fail("failed", 1, "declined", t).ok());
+    t = claim(request("recent", "h4"));
+    QVERIFY(client_->complete("recent", 1, "{}", t).ok());
+    const std::string day = makeHistoryDay(40);
+    ageHistory("'paid', 'open', 'failed', 'recent'", 40);
+    db_->exec(
+        "ALTER TABLE idem.records DISABLE TRIGGER records_guard; "
+        "UPDATE idem.records SET updated_at = now() - interval '40 days' WHERE idempotency_key = "
+        "'paid'; ALTER TABLE idem.records ENABLE TRIGGER records_guard;");
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts_p" + day), 4LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions_p" + day), 7LL);
+    const std::string keptAttempts = historyIds("attempts", "'open', 'failed'");
+    const std::string keptTransitions = historyIds("transitions", "'open', 'failed'");
+
+    // One record purged; of the day's history, paid's and recent's rows (a SUCCESS record's
+    // history goes with its day, as it went row by row before).
+    QCOMPARE(text("SELECT (p)::text FROM idem.purge(interval '30 days') p"),
+             std::string("(1,2,4,1)"));
+    QCOMPARE(text("SELECT coalesce(to_regclass('idem.attempts_p" + day +
+                  "')::text, 'gone') || ' ' || coalesce(to_regclass('idem.transitions_p" + day +
+                  "')::text, 'gone')"),
+             std::string("gone gone"));
+    // Kept, with the same ids, now in the DEFAULT partition.
+    QCOMPARE(historyIds("attempts", "'open', 'failed'"), keptAttempts);
+    QCOMPARE(historyIds("transitions", "'open', 'failed'"), keptTransitions);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts_outside WHERE idempotency_key IN ('open', "
+                   "'failed')"),
+             2LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions_outside WHERE idempotency_key IN "
+                   "('open', 'failed')"),
+             3LL);
+    QCOMPARE(
+        count("SELECT count(*) FROM idem.attempts WHERE idempotency_key IN ('paid', 'recent')"),
+        0LL);
+    QCOMPARE(
+        count("SELECT count(*) FROM idem.transitions WHERE idempotency_key IN ('paid', 'recent')"),
+        0LL);
+    // The paid key never runs again, nor its object under a new key.
+    QCOMPARE(client_->begin(request("paid", "h1", TriggerSource::Llm)).outcome, Outcome::Retired);
+    QCOMPARE(client_->begin(request("paid-2", "h1", TriggerSource::Llm)).outcome,
+             Outcome::Rejected);
+    // The kept rows go by the row rule once their record does.
+    db_->exec(
+        "ALTER TABLE idem.records DISABLE TRIGGER records_guard; "
+        "UPDATE idem.records SET status = 'SUCCESS', updated_at = now() - interval '40 days' "
+        "WHERE idempotency_key = 'open'; ALTER TABLE idem.records ENABLE TRIGGER records_guard;");
+    QCOMPARE(text("SELECT (p)::text FROM idem.purge(interval '30 days') p"),
+             std::string("(1,1,1,1)"));
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key = 'open'"), 0LL);
+  }
+
+  // A write on a day no partition covers is not refused: it waits in the DEFAULT partition, and
+  // prepare_history_partitions moves it into the day's partition when it makes it.
+  void historyWithoutItsDayPartitionIsKeptAndMovedLater() {
+    const std::string today = text("SELECT to_char((now() AT TIME ZONE 'UTC')::date, 'YYYYMMDD')");
+    db_->exec(
+        "DROP TABLE IF EXISTS idem.attempts_before_days, idem.transitions_before_days; "
+        "DROP TABLE idem.attempts_p" +
+        today + ", idem.transitions_p" + today);
+    const std::string t = claim(request("k", "o"));
+    QVERIFY(client_->complete("k", 1, "{}", t).ok());
+    const std::string before =
+        historyIds("attempts", "'k'") + " / " + historyIds("transitions", "'k'");
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts_outside") +
+                 count("SELECT count(*) FROM idem.transitions_outside"),
+             3LL);
+    QCOMPARE(count("SELECT idem.prepare_history_partitions()"), 2LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts_outside") +
+                 count("SELECT count(*) FROM idem.transitions_outside"),
+             0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts_p" + today) +
+                 count("SELECT count(*) FROM idem.transitions_p" + today),
+             3LL);
+    QCOMPARE(historyIds("attempts", "'k'") + " / " + historyIds("transitions", "'k'"), before);
+    QCOMPARE(count("SELECT idem.prepare_history_partitions()"), 0LL);  // nothing left to make
   }
 };
 

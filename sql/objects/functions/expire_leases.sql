@@ -12,6 +12,17 @@ DECLARE
     v_count integer;
     v_ctx   text;
 BEGIN
+    -- The history's day partitions two days ahead (idem.prepare_history_partitions): a catalog
+    -- probe each sweep, the work about once a day. A failure to make them fails no sweep: rows go
+    -- to the DEFAULT partition meanwhile.
+    IF pg_catalog.to_regclass('idem.transitions_p'
+                              || to_char((now() AT TIME ZONE 'UTC')::date + 2, 'YYYYMMDD')) IS NULL THEN
+        BEGIN
+            PERFORM idem.prepare_history_partitions();
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'expire_leases: the history''s day partitions were not made: %', SQLERRM;
+        END;
+    END IF;
     v_ctx := idem.act('system', 'lease expired', '');
     UPDATE idem.records AS r
        SET status = 'UNKNOWN', last_error = 'lease expired at ' || r.lease_expires_at::text

@@ -35,18 +35,16 @@ BEGIN
     GET DIAGNOSTICS tombstones_written = ROW_COUNT;
     records_deleted := tombstones_written;
 
-    DELETE FROM idem.attempts AS a
-     WHERE a.created_at < v_cutoff
-       AND NOT EXISTS (SELECT 1 FROM idem.records AS r
-                        WHERE r.idempotency_key = a.idempotency_key AND r.status <> 'SUCCESS');
-    GET DIAGNOSTICS attempts_deleted = ROW_COUNT;
-    DELETE FROM idem.transitions AS t
-     WHERE t.created_at < v_cutoff
-       AND NOT EXISTS (SELECT 1 FROM idem.records AS r
-                        WHERE r.idempotency_key = t.idempotency_key AND r.status <> 'SUCCESS');
-    GET DIAGNOSTICS transitions_deleted = ROW_COUNT;
+    -- The history goes a day at a time (migration 017): a partition whose whole range is older
+    -- than the age is dropped, after the rows of keys still open (a record neither SUCCESS nor
+    -- gone) are copied to the DEFAULT partition. They are found before the table is locked; the
+    -- lock that detaching takes then lasts only for those few rows and the drop. A SUCCESS record
+    -- never changes again and a retired key never runs again, so no key becomes open meanwhile.
+    SELECT d.attempts_gone, d.transitions_gone INTO attempts_deleted, transitions_deleted
+      FROM idem.drop_history_partitions(v_cutoff) AS d;
+    PERFORM idem.prepare_history_partitions();
 END
 $function$;
 
 COMMENT ON FUNCTION idem.purge(interval) IS
-    'Retention (schema contract v2): removes SUCCESS/FAILED records older than the age, each leaving a tombstone in idem.retired_keys (a later begin under the key is retired; a new key for a paid business object is rejected), and old attempts/transitions of keys with no record or a SUCCESS one; never anything of a PROCESSING, UNKNOWN or FAILED record. Returns records_deleted, attempts_deleted, transitions_deleted, tombstones_written.';
+    'Retention (schema contract v2): removes SUCCESS/FAILED records older than the age, each leaving a tombstone in idem.retired_keys (a later begin under the key is retired; a new key for a paid business object is rejected), and the history (attempts, transitions) of keys with no record or a SUCCESS one a whole day partition at a time, once the day is older than the age; never anything of a PROCESSING, UNKNOWN or FAILED record. Returns records_deleted, attempts_deleted, transitions_deleted, tombstones_written.';
