@@ -168,6 +168,63 @@ class TestUpgrade : public QObject {
              1LL);
   }
 
+  // The history as it was becomes one partition, attached in place: every row where it was, with
+  // its id. Once its end is older than the retention age it goes whole, like a day, keeping the
+  // rows of the records still open.
+  void theOldHistoryIsOnePartitionThatRetentionDropsWhole() {
+    const long long attempts = count("SELECT count(*) FROM idem.attempts");
+    const long long transitions = count("SELECT count(*) FROM idem.transitions");
+    auto c = db_->connect();
+    migrate(*c, bundledMigrations());
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE tableoid = "
+                   "'idem.attempts_before_days'::regclass"),
+             attempts);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE tableoid = "
+                   "'idem.transitions_before_days'::regclass"),
+             transitions);
+    // Day partitions start where it ends.
+    QVERIFY(count("SELECT count(*) FROM pg_class WHERE relname ~ '^attempts_p' AND "
+                  "idem.history_partition_end(relname) <= "
+                  "idem.history_partition_end('attempts_before_days')") == 0);
+    QVERIFY(count("SELECT count(*) FROM pg_class WHERE relname ~ '^attempts_p'") >= 7);
+
+    // Forty days on (everything moved back, the partition's end with it).
+    for (const std::string t : {"records", "attempts", "transitions"}) {
+      const std::string trigger = t == "records" ? "records_guard" : t + "_append_only";
+      const std::string updated =
+          t == "records" ? ", updated_at = updated_at - interval '40 days'" : "";
+      db_->exec("ALTER TABLE idem." + t + " DISABLE TRIGGER " + trigger + "; UPDATE idem." + t +
+                " SET created_at = created_at - interval '40 days'" + updated +
+                "; ALTER TABLE idem." + t + " ENABLE TRIGGER " + trigger);
+    }
+    db_->exec(
+        "DO $$ DECLARE t text; BEGIN FOREACH t IN ARRAY ARRAY['attempts', 'transitions'] LOOP "
+        "EXECUTE format('ALTER TABLE idem.%I DETACH PARTITION idem.%I', t, t || '_before_days'); "
+        "EXECUTE format('ALTER TABLE idem.%I ATTACH PARTITION idem.%I FOR VALUES FROM (MINVALUE) "
+        "TO (%L)', t, t || '_before_days', now() - interval '35 days'); END LOOP; END $$");
+    const auto ids = [&](const std::string& t) {
+      return text("SELECT string_agg(id::text, ' ' ORDER BY id) FROM idem." + t +
+                  " WHERE idempotency_key IN ('d', 'e')");
+    };
+    const std::string openAttempts = ids("attempts"), openTransitions = ids("transitions");
+
+    db_->exec("SELECT * FROM idem.purge('30 days')");
+    QCOMPARE(text("SELECT coalesce(to_regclass('idem.attempts_before_days')::text, 'gone') || ' ' "
+                  "|| coalesce(to_regclass('idem.transitions_before_days')::text, 'gone')"),
+             std::string("gone gone"));
+    // The UNKNOWN and the PROCESSING record stay, and all of their history with its ids.
+    QCOMPARE(text("SELECT string_agg(idempotency_key, ' ' ORDER BY idempotency_key) FROM "
+                  "idem.records"),
+             std::string("d e"));
+    QCOMPARE(ids("attempts"), openAttempts);
+    QCOMPARE(ids("transitions"), openTransitions);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key NOT IN ('d', 'e')"),
+             0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key NOT IN ('d', 'e')"),
+             0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.retired_keys"), 6LL);
+  }
+
   // The migration runs as one transaction: a failure in it leaves the version-1 database as it was.
   void failedUpgradeLeavesVersion1AsItWas() {
     const std::string before = version1Contents();
