@@ -37,9 +37,9 @@ BEGIN
 
     -- The history goes a day at a time (migration 017): a partition whose whole range is older
     -- than the age is dropped, after the rows of keys still open (a record neither SUCCESS nor
-    -- gone) are copied to the DEFAULT partition. They are found before the table is locked; the
-    -- lock that detaching takes then lasts only for those few rows and the drop. A SUCCESS record
-    -- never changes again and a retired key never runs again, so no key becomes open meanwhile.
+    -- gone) are copied to the DEFAULT partition. They are found before the tables are locked;
+    -- the lock then lasts from the drops to this purge's commit. A SUCCESS record never changes
+    -- again and a retired key never runs again, so no key becomes open meanwhile.
     SELECT d.attempts_gone, d.transitions_gone INTO attempts_deleted, transitions_deleted
       FROM idem.drop_history_partitions(v_cutoff) AS d;
     PERFORM idem.prepare_history_partitions();
