@@ -32,6 +32,10 @@ constexpr const char* kExpire = "SELECT idem.expire_leases()";
 constexpr const char* kPurge =
     "SELECT records_deleted, attempts_deleted, transitions_deleted, tombstones_written FROM "
     "idem.purge($1::interval)";
+constexpr const char* kPurgeRecords =
+    "SELECT records_deleted, tombstones_written FROM idem.purge_records($1::interval, $2::integer)";
+constexpr const char* kPurgeHistory =
+    "SELECT attempts_deleted, transitions_deleted FROM idem.purge_history($1::interval)";
 // The gateway's word (idem_ledger) and the claimant's (idem_writer, with its claim token).
 constexpr const char* kLedgerFlow =
     "SELECT flow_id, is_duplicate, already_recorded FROM idem.record_fund_flow("
@@ -202,11 +206,39 @@ int ProtocolClient::expireLeases() {
               [&](pqxx::transaction_base& tx) { return tx.exec_params1(kExpire)[0].as<int>(); });
 }
 
+namespace {
+
+std::string intervalText(std::chrono::milliseconds age) {
+  return std::to_string(age.count()) + " milliseconds";
+}
+
+}  // namespace
+
 PurgeResult ProtocolClient::purge(std::chrono::milliseconds age) {
   return call("purge", [&](pqxx::transaction_base& tx) {
-    const pqxx::row r = tx.exec_params1(kPurge, std::to_string(age.count()) + " milliseconds");
+    const pqxx::row r = tx.exec_params1(kPurge, intervalText(age));
     return PurgeResult{r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>(),
                        r[3].as<std::int64_t>()};
+  });
+}
+
+PurgeResult ProtocolClient::purgeRecords(std::chrono::milliseconds age, int limit) {
+  return call("purge_records", [&](pqxx::transaction_base& tx) {
+    const pqxx::row r = tx.exec_params1(kPurgeRecords, intervalText(age), limit);
+    PurgeResult out;
+    out.records = r[0].as<std::int64_t>();
+    out.tombstones = r[1].as<std::int64_t>();
+    return out;
+  });
+}
+
+PurgeResult ProtocolClient::purgeHistory(std::chrono::milliseconds age) {
+  return call("purge_history", [&](pqxx::transaction_base& tx) {
+    const pqxx::row r = tx.exec_params1(kPurgeHistory, intervalText(age));
+    PurgeResult out;
+    out.attempts = r[0].as<std::int64_t>();
+    out.transitions = r[1].as<std::int64_t>();
+    return out;
   });
 }
 

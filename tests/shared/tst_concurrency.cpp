@@ -323,53 +323,17 @@ class TestConcurrency : public QObject {
   // whichever commits first, a retry is replayed (record still there), retired (tombstone) or
   // rejected, never executed again.
   void purgeRacingLateRetriesNeverRunsAKeyAgain() {
-    constexpr int kBatches = 20, kPerBatch = 10;
-    {
-      auto conn = db_->connect();
-      ProtocolClient c(*conn);
-      for (int b = 0; b < kBatches; ++b) {
-        for (int k = 0; k < kPerBatch; ++k) {
-          const std::string key = "p-" + std::to_string(b) + "-" + std::to_string(k);
-          const BeginResult r = c.begin(request(key, "order-" + key));
-          QVERIFY(c.complete(key, 1, "{}", *r.claimToken).ok());
-        }
+    purgeRacingLateRetries([](ProtocolClient& c, std::chrono::hours age) { c.purge(age); });
+  }
+
+  // The same with retention in batches of three records, each its own transaction (as idemctl
+  // purge runs it), then the history in one more.
+  void purgeInBatchesRacingLateRetriesNeverRunsAKeyAgain() {
+    purgeRacingLateRetries([](ProtocolClient& c, std::chrono::hours age) {
+      while (c.purgeRecords(age, 3).records == 3) {
       }
-    }
-    // Batch b is 40 + b days old: round r removes batch kBatches - 1 - r.
-    db_->exec(
-        "ALTER TABLE idem.records DISABLE TRIGGER records_guard; "
-        "UPDATE idem.records SET updated_at = now() - (40 + split_part(idempotency_key, '-', "
-        "2)::int) * interval '1 day'; "
-        "ALTER TABLE idem.records ENABLE TRIGGER records_guard;");
-    std::atomic<int> executed{0}, unexpected{0};
-    Racers racers(*db_, 6);
-    racers.race(kBatches, [&](ProtocolClient& c, int worker, int round) {
-      const int batch = kBatches - 1 - round;
-      if (worker == 0) {
-        pqxx::connection conn(db_->dsn());
-        ProtocolClient(conn).purge(std::chrono::hours(24 * (39 + batch) + 12));
-        return;
-      }
-      for (int k = 0; k < kPerBatch; ++k) {
-        const std::string key = "p-" + std::to_string(batch) + "-" + std::to_string(k);
-        const std::string sameOrNew =
-            worker % 2 == 0 ? key : key + "-new-" + std::to_string(worker);
-        BeginRequest r = request(sameOrNew, "order-" + key);
-        r.source = TriggerSource::Llm;
-        const Outcome o = c.begin(r).outcome;
-        if (o == Outcome::Executed) executed.fetch_add(1);
-        if (o != Outcome::Replayed && o != Outcome::Retired && o != Outcome::Rejected)
-          unexpected.fetch_add(1);
-      }
+      c.purgeHistory(age);
     });
-    QCOMPARE(executed.load(), 0);
-    QCOMPARE(unexpected.load(), 0);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records"), 0LL);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.retired_keys WHERE status = 'SUCCESS'"),
-             (long long)kBatches * kPerBatch);
-    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed' AND "
-                         "idempotency_key LIKE '%-new-%'"),
-             0LL);
   }
 
   // Retention dropping whole days of history while claims go on: every claim completes, its own
@@ -384,16 +348,7 @@ class TestConcurrency : public QObject {
     }
     // The old days' partitions, made before the writers start (as prepare_history_partitions
     // makes days ahead of their writers).
-    db_->exec(
-        "DO $$ DECLARE t text; d date; BEGIN FOREACH t IN ARRAY ARRAY['attempts', "
-        "'transitions'] LOOP FOR d IN SELECT g::date FROM generate_series((now() AT TIME "
-        "ZONE 'UTC')::date - 39 - " +
-        std::to_string(kRounds) +
-        ", (now() AT TIME ZONE "
-        "'UTC')::date - 40, interval '1 day') g LOOP EXECUTE format('CREATE TABLE idem.%I "
-        "PARTITION OF idem.%I FOR VALUES FROM (%L) TO (%L)', t || '_p' || to_char(d, "
-        "'YYYYMMDD'), t, d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE "
-        "'UTC'); END LOOP; END LOOP; END $$");
+    db_->makeHistoryDays(39 + kRounds, 40);
     std::atomic<bool> done{false};
     std::atomic<int> completed{0}, failed{0};
     std::vector<std::thread> writers;
@@ -497,6 +452,66 @@ class TestConcurrency : public QObject {
   }
 
  private:
+  // Retention (`purge`, given a client and an age) racing late retries: see
+  // purgeRacingLateRetriesNeverRunsAKeyAgain.
+  template <typename Purge>
+  void purgeRacingLateRetries(Purge purge) {
+    constexpr int kBatches = 20, kPerBatch = 10;
+    {
+      auto conn = db_->connect();
+      ProtocolClient c(*conn);
+      for (int b = 0; b < kBatches; ++b) {
+        for (int k = 0; k < kPerBatch; ++k) {
+          const std::string key = "p-" + std::to_string(b) + "-" + std::to_string(k);
+          const BeginResult r = c.begin(request(key, "order-" + key));
+          QVERIFY(c.complete(key, 1, "{}", *r.claimToken).ok());
+        }
+      }
+    }
+    // Batch b is 40 + b days old: round r removes batch kBatches - 1 - r.
+    db_->exec(
+        "ALTER TABLE idem.records DISABLE TRIGGER records_guard; "
+        "UPDATE idem.records SET updated_at = now() - (40 + split_part(idempotency_key, '-', "
+        "2)::int) * interval '1 day'; "
+        "ALTER TABLE idem.records ENABLE TRIGGER records_guard;");
+    std::atomic<int> executed{0}, unexpected{0};
+    Racers racers(*db_, 6);
+    racers.race(kBatches, [&](ProtocolClient& c, int worker, int round) {
+      const int batch = kBatches - 1 - round;
+      if (worker == 0) {
+        pqxx::connection conn(db_->dsn());
+        ProtocolClient purger(conn);
+        purge(purger, std::chrono::hours(24 * (39 + batch) + 12));
+        return;
+      }
+      for (int k = 0; k < kPerBatch; ++k) {
+        const std::string key = "p-" + std::to_string(batch) + "-" + std::to_string(k);
+        const std::string sameOrNew =
+            worker % 2 == 0 ? key : key + "-new-" + std::to_string(worker);
+        BeginRequest r = request(sameOrNew, "order-" + key);
+        r.source = TriggerSource::Llm;
+        const Outcome o = c.begin(r).outcome;
+        if (o == Outcome::Executed) executed.fetch_add(1);
+        if (o != Outcome::Replayed && o != Outcome::Retired && o != Outcome::Rejected)
+          unexpected.fetch_add(1);
+      }
+    });
+    QCOMPARE(executed.load(), 0);
+    QCOMPARE(unexpected.load(), 0);
+    // A batch skips a record a racer held; the next purge finds it.
+    {
+      pqxx::connection conn(db_->dsn());
+      ProtocolClient purger(conn);
+      purge(purger, std::chrono::hours(24 * 39 + 12));
+    }
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records"), 0LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.retired_keys WHERE status = 'SUCCESS'"),
+             (long long)kBatches * kPerBatch);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts WHERE outcome = 'executed' AND "
+                         "idempotency_key LIKE '%-new-%'"),
+             0LL);
+  }
+
   // kKeys records claimed with a lease that has ended; their claim tokens.
   std::vector<std::string> claimExpired(const std::string& prefix, int keys) {
     std::vector<std::string> tokens;

@@ -87,12 +87,7 @@ class TestProtocol : public QObject {
   std::string makeHistoryDay(int days) {
     const std::string day = text("SELECT to_char((now() AT TIME ZONE 'UTC')::date - " +
                                  std::to_string(days) + ", 'YYYYMMDD')");
-    db_->exec("DO $$ DECLARE t text; d date := (now() AT TIME ZONE 'UTC')::date - " +
-              std::to_string(days) +
-              "; BEGIN FOREACH t IN ARRAY ARRAY['attempts', 'transitions'] LOOP EXECUTE "
-              "format('CREATE TABLE idem.%I PARTITION OF idem.%I FOR VALUES FROM (%L) TO (%L)', "
-              "t || '_p' || to_char(d, 'YYYYMMDD'), t, d::timestamp AT TIME ZONE 'UTC', (d + 1)"
-              "::timestamp AT TIME ZONE 'UTC'); END LOOP; END $$");
+    db_->makeHistoryDays(days, days);
     return day;
   }
   // Moves the records of the keys (a SQL list) and their history to `days` back: their creation,
@@ -1072,6 +1067,63 @@ class TestProtocol : public QObject {
     QCOMPARE(text("SELECT (p)::text FROM idem.purge(interval '30 days') p"),
              std::string("(1,1,1,1)"));
     QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key = 'open'"), 0LL);
+  }
+
+  // Retention in batches: the oldest settled records first, at most a batch a call, each with its
+  // tombstone; a record a writer holds is skipped, not waited for, and goes in a later purge.
+  void purgeRecordsGoesABatchAtATimeAndSkipsWhatAWriterHolds() {
+    for (int i = 0; i < 5; ++i) {
+      const std::string key = "k" + std::to_string(i);
+      const std::string t = claim(request(key, "b" + std::to_string(i)));
+      QVERIFY(client_->complete(key, 1, "{}", t).ok());
+    }
+    claim(request("open", "bo"));
+    // k0 is the oldest (44 days), k4 the youngest (40); open is as old and never goes.
+    db_->exec(
+        "ALTER TABLE idem.records DISABLE TRIGGER records_guard; "
+        "UPDATE idem.records SET updated_at = now() - (44 - "
+        "coalesce(nullif(substr(idempotency_key, "
+        "2), 'pen')::int, 0)) * interval '1 day'; "
+        "ALTER TABLE idem.records ENABLE TRIGGER records_guard;");
+    QCOMPARE(text("SELECT (p)::text FROM idem.purge_records(interval '30 days', 2) p"),
+             std::string("(2,2)"));
+    QCOMPARE(text("SELECT string_agg(idempotency_key, ' ' ORDER BY idempotency_key) FROM "
+                  "idem.retired_keys"),
+             std::string("k0 k1"));
+
+    // A writer holds k2 (a re-claim would): the next batch skips it at once.
+    auto writer = db_->connect();
+    pqxx::work held(*writer);
+    held.exec("SELECT 1 FROM idem.records WHERE idempotency_key = 'k2' FOR UPDATE");
+    QCOMPARE(text("SELECT (p)::text FROM idem.purge_records(interval '30 days', 2) p"),
+             std::string("(2,2)"));
+    QCOMPARE(text("SELECT string_agg(idempotency_key, ' ' ORDER BY idempotency_key) FROM "
+                  "idem.records"),
+             std::string("k2 open"));
+    held.commit();
+    QCOMPARE(text("SELECT (p)::text FROM idem.purge_records(interval '30 days', 2) p"),
+             std::string("(1,1)"));
+    QCOMPARE(text("SELECT (p)::text FROM idem.purge_records(interval '30 days', 2) p"),
+             std::string("(0,0)"));
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key = 'open'"), 1LL);
+    QCOMPARE(client_->begin(request("k2", "b2", TriggerSource::Llm)).outcome, Outcome::Retired);
+    QCOMPARE(client_->begin(request("k2-again", "b2", TriggerSource::Llm)).outcome,
+             Outcome::Rejected);
+
+    // The history is a step of its own, and refuses what retention refuses.
+    QCOMPARE(text("SELECT (p)::text FROM idem.purge_history(interval '30 days') p"),
+             std::string("(0,0)"));
+    for (const char* bad :
+         {"idem.purge_records(interval '30 days', 0)", "idem.purge_records(interval '0 days', 5)",
+          "idem.purge_history(interval '-1 day')"}) {
+      try {
+        db_->exec(std::string("SELECT * FROM ") + bad);
+        QFAIL(bad);
+      } catch (const pqxx::sql_error& e) {
+        QCOMPARE(std::string(e.sqlstate()), std::string("22023"));
+        QVERIFY2(std::string(e.what()).find("purge needs") != std::string::npos, e.what());
+      }
+    }
   }
 
   // A write on a day no partition covers is not refused: it waits in the DEFAULT partition, and

@@ -143,6 +143,21 @@ void TestDatabase::exec(const std::string& sql) const {
   tx.exec(sql);
 }
 
+void TestDatabase::makeHistoryDays(int oldest, int newest) const {
+  pqxx::connection c(dsn());
+  pqxx::nontransaction tx(c);
+  const pqxx::result statements = tx.exec_params(
+      "SELECT format('CREATE TABLE idem.%I PARTITION OF idem.%I FOR VALUES FROM (%L) TO (%L)', "
+      "              t || '_p' || to_char(g::date, 'YYYYMMDD'), t, "
+      "              g::date::timestamp AT TIME ZONE 'UTC', "
+      "              (g::date + 1)::timestamp AT TIME ZONE 'UTC') "
+      "  FROM unnest(ARRAY['attempts', 'transitions']) AS t, "
+      "       generate_series((now() AT TIME ZONE 'UTC')::date - $1::int, "
+      "                       (now() AT TIME ZONE 'UTC')::date - $2::int, interval '1 day') AS g",
+      oldest, newest);
+  for (const pqxx::row& statement : statements) tx.exec(statement[0].c_str());
+}
+
 long long TestDatabase::scalar(const std::string& sql) const {
   pqxx::connection c(dsn());
   pqxx::nontransaction tx(c);

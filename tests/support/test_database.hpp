@@ -41,6 +41,9 @@ class TestDatabase {
 
   void exec(const std::string& sql) const;
   long long scalar(const std::string& sql) const;
+  // The history's day partitions (attempts and transitions) for the UTC days from `oldest` to
+  // `newest` days back, made as idem.prepare_history_partitions makes the days ahead.
+  void makeHistoryDays(int oldest, int newest) const;
   // Each of `counts` (a SELECT count(*) of the rows that would break a law the suite pins down)
   // is 0; a failure names the first that is not.
   void expectNone(std::initializer_list<const char*> counts) const;

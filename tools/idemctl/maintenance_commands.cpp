@@ -23,32 +23,63 @@ int runExpireLeases(const std::vector<std::string>& args, Streams streams,
   return kOk;
 }
 
-int runPurge(const std::vector<std::string>& args, Streams streams,
-             const std::atomic<bool>& /*stop*/) {
+// Retention in parts: the records a batch at a time, each batch a transaction of its own, then
+// the history's days in one more. No transaction holds writers longer than its own part.
+PurgeResult purgeInBatches(ProtocolClient& client, std::chrono::milliseconds age, int batch,
+                           std::ostream& progress, const std::atomic<bool>& stop) {
+  PurgeResult total;
+  for (int round = 1;; ++round) {
+    const PurgeResult r = client.purgeRecords(age, batch);
+    total.records += r.records;
+    total.tombstones += r.tombstones;
+    if (r.records < batch) break;
+    if (round % 100 == 0) progress << "  " << total.records << " records so far\n" << std::flush;
+    if (stop) {
+      progress << "stopped after " << total.records
+               << " records; their tombstones are written. The history was not touched: run "
+                  "purge again\n";
+      return total;
+    }
+  }
+  const PurgeResult h = client.purgeHistory(age);
+  total.attempts = h.attempts;
+  total.transitions = h.transitions;
+  return total;
+}
+
+int runPurge(const std::vector<std::string>& args, Streams streams, const std::atomic<bool>& stop) {
   std::optional<std::chrono::milliseconds> age;
   std::optional<std::string> dsn;
+  int batch = 10'000;
   CommandLine cli("idemctl purge", "idemctl purge --older-than 30d [flags]",
                   "Retention, run as the schema's owner. Each removed record leaves a tombstone of "
                   "its key in\nidem.retired_keys: a later begin under the key is `retired`, a new "
                   "key for a paid business\nobject `rejected`. PROCESSING and UNKNOWN records and "
-                  "their history are never removed; fund\nflows are the ledger and are kept.");
+                  "their history are never removed; fund\nflows are the ledger and are kept. The "
+                  "records go a batch at a time, each batch its own\ntransaction, then the "
+                  "history's whole days in one more: writers are held for a batch at\nmost.");
   cli.duration("older-than", "age of the SUCCESS and FAILED records to remove, e.g. 30d (required)",
                age);
+  cli.integer("batch", "N",
+              "records removed per transaction; 0: everything in one transaction (idem.purge)",
+              batch, 0, 1'000'000);
   declareDsn(cli, dsn);
   if (!cli.parse(args, streams.out)) return kOk;
   if (!age || age->count() <= 0) throw UsageError("--older-than is required and must be positive");
   auto connection = connect(connectionFrom(dsn, "idemctl purge"));
+  ProtocolClient client(*connection);
   PurgeResult r;
   try {
-    r = ProtocolClient(*connection).purge(*age);
+    r = batch == 0 ? client.purge(*age) : purgeInBatches(client, *age, batch, streams.out, stop);
   } catch (const DatabaseError& e) {
     if (e.sqlstate() != "55P03") throw;
-    // idem.purge waits at most its lock_timeout for the claims in flight, then stops.
+    // Retention waits at most its lock_timeout for the claims in flight, then stops.
     throw DatabaseError(e.sqlstate(),
                         "idemctl purge: retention waited too long for a lock held by " +
                             describeLockHolders(*connection) +
-                            "; nothing was removed. End that transaction and run "
-                            "purge again");
+                            (batch == 0 ? "; nothing was removed"
+                                        : "; the batches before it are removed, this one is not") +
+                            ". End that transaction and run purge again");
   }
   streams.out << "purged rows older than " << formatDuration(*age) << ": " << r.records
               << " records, " << r.attempts << " attempts, " << r.transitions << " transitions; "

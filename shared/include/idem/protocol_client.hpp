@@ -129,6 +129,10 @@ class ProtocolClient {
   // Retention, as the schema's owner: SUCCESS and FAILED records older than `age` go, each leaving
   // its tombstone.
   PurgeResult purge(std::chrono::milliseconds age);
+  // The same in parts, each a transaction of its own: at most `limit` of the oldest such records
+  // (writers' held rows skipped), and then the history's day partitions past the age.
+  PurgeResult purgeRecords(std::chrono::milliseconds age, int limit);
+  PurgeResult purgeHistory(std::chrono::milliseconds age);
   // The gateway's word on the ledger (a callback, a statement line, a status lookup): a login
   // granted idem_ledger.
   FundFlowResult recordFundFlow(const FundFlowInput& flow);
