@@ -199,9 +199,10 @@ class TestExporterFlags : public QObject {
   void collectorsRegisterThemselves() {
     std::vector<std::string> names;
     for (const CollectorRegistration* r : registeredCollectors()) names.push_back(r->name);
-    QCOMPARE(names, (std::vector<std::string>{"unsettled_records", "requests", "fund_flows",
-                                              "transitions", "reconciliation", "overcharges",
-                                              "gateway_evidence", "durability", "probe"}));
+    QCOMPARE(names,
+             (std::vector<std::string>{"unsettled_records", "requests", "fund_flows", "transitions",
+                                       "reconciliation", "overcharges", "gateway_evidence",
+                                       "history_partitions", "durability", "probe"}));
   }
 
   void noCollectorRemovesItsFamiliesFromTheScrape() {

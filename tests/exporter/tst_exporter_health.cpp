@@ -139,6 +139,55 @@ class TestExporterHealth : public QObject {
     QCOMPARE(value(seen, "idempotency_db_durability_problem{check=\"synchronous_commit\"}"),
              std::optional(serverCommitOff));
   }
+
+  // The history's day partitions: after migrate, made until the end of the seventh day after
+  // today; with today's missing, until today's start, and its rows are seen in the DEFAULT
+  // partition. Read as a reader login, from the catalog.
+  void theHistoryDaysAheadArePublished() {
+    const std::string reader = db_->createLoginRole("reader", "idem_reader");
+    const auto scrape = [&] {
+      RunningExporter e(testOptions(db_->dsnAs(reader)));
+      return e.waitForCollections(1) ? e.scrape() : Series{};
+    };
+    const auto until = [](const Series& s, const std::string& table) {
+      return value(
+          s, "idempotency_history_partitioned_until_timestamp_seconds{table=\"" + table + "\"}");
+    };
+    const auto outside = [](const Series& s, const std::string& table) {
+      return value(s, "idempotency_history_default_partition_rows{table=\"" + table + "\"}");
+    };
+    const auto dayStart = [&](int days) {
+      return std::optional(static_cast<double>(
+          db_->scalar("SELECT extract(epoch FROM ((now() AT TIME ZONE 'UTC')::date + " +
+                      std::to_string(days) + ")::timestamp AT TIME ZONE 'UTC')::bigint")));
+    };
+    Series s = scrape();
+    QCOMPARE(until(s, "attempts"), dayStart(8));
+    QCOMPARE(until(s, "transitions"), dayStart(8));
+    QCOMPARE(outside(s, "attempts"), std::optional(0.0));
+
+    // Today's partition gone (and the upgraded table's, in case it covers today): today's rows
+    // go to the DEFAULT partition.
+    const std::string today = std::to_string(
+        db_->scalar("SELECT to_char((now() AT TIME ZONE 'UTC')::date, 'YYYYMMDD')::bigint"));
+    db_->exec("DROP TABLE IF EXISTS idem.attempts_before_days; DROP TABLE idem.attempts_p" + today);
+    db_->exec(
+        "INSERT INTO idem.attempts (idempotency_key, biz_type, biz_id, tool, trigger_source, "
+        "outcome, request_hash) VALUES ('k', 'payment', 'o', 'pay', 'initial', 'executed', 'h')");
+    // The statistics' count arrives once the writing session has reported it.
+    QTRY_VERIFY_WITH_TIMEOUT(db_->scalar("SELECT n_live_tup FROM pg_stat_all_tables WHERE relid = "
+                                         "'idem.attempts_outside'::regclass") == 1,
+                             10000);
+    s = scrape();
+    QCOMPARE(until(s, "attempts"), dayStart(0));
+    QCOMPARE(until(s, "transitions"), dayStart(8));
+    QCOMPARE(outside(s, "attempts"), std::optional(1.0));
+
+    // Making the days again moves the row into its day.
+    QCOMPARE(db_->scalar("SELECT idem.prepare_history_partitions()"), 1LL);
+    s = scrape();
+    QCOMPARE(until(s, "attempts"), dayStart(8));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestExporterHealth)
