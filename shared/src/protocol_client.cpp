@@ -33,7 +33,8 @@ constexpr const char* kPurge =
     "SELECT records_deleted, attempts_deleted, transitions_deleted, tombstones_written FROM "
     "idem.purge($1::interval)";
 constexpr const char* kPurgeRecords =
-    "SELECT records_deleted, tombstones_written FROM idem.purge_records($1::interval, $2::integer)";
+    "SELECT records_deleted, tombstones_written, next_from::text FROM "
+    "idem.purge_records($1::interval, $2::integer, $3::timestamptz)";
 constexpr const char* kPurgeHistory =
     "SELECT attempts_deleted, transitions_deleted FROM idem.purge_history($1::interval)";
 // The gateway's word (idem_ledger) and the claimant's (idem_writer, with its claim token).
@@ -79,6 +80,18 @@ auto execStatement(pqxx::transaction_base& tx, const ProtocolStatement& statemen
   return read([&row](int i) { return row[i].is_null() ? nullptr : row[i].c_str(); });
 }
 
+// Retention's calls, in a transaction at READ COMMITTED whatever the login's or database's
+// default: retention rests on locks, not on a snapshot, and at SERIALIZABLE its reads of every
+// record made the claims committing beside it fail to serialize until it ended.
+template <typename Call>
+auto atReadCommitted(pqxx::connection& connection, Call&& body) {
+  Work tx(connection);
+  tx.exec("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
+  auto out = std::forward<Call>(body)(static_cast<pqxx::transaction_base&>(tx));
+  tx.commit();
+  return out;
+}
+
 }  // namespace
 
 ProtocolClient::ProtocolClient(pqxx::connection& connection) : connection_(connection) {}
@@ -89,10 +102,13 @@ ProtocolClient::ProtocolClient(pqxx::connection& connection) : connection_(conne
 // every client (a login or database may default to them); at READ COMMITTED it only happens when
 // begin's own rounds ran out under contention.
 template <typename Call>
-auto ProtocolClient::call(const char* what, Call&& body) {
+auto ProtocolClient::call(const char* what, Call&& body, Isolation isolation) {
   for (int attempt = 1;; ++attempt) {
     try {
-      return translatingErrors(what, [&] { return boundedCall(connection_, body); });
+      return translatingErrors(what, [&] {
+        return isolation == Isolation::ReadCommitted ? atReadCommitted(connection_, body)
+                                                     : boundedCall(connection_, body);
+      });
     } catch (const DatabaseError& e) {
       if (!runsAgain(e.sqlstate()) || attempt == kSerializationRetries) throw;
       std::this_thread::sleep_for(pauseBeforeRetry(attempt));
@@ -215,31 +231,46 @@ std::string intervalText(std::chrono::milliseconds age) {
 }  // namespace
 
 PurgeResult ProtocolClient::purge(std::chrono::milliseconds age) {
-  return call("purge", [&](pqxx::transaction_base& tx) {
-    const pqxx::row r = tx.exec_params1(kPurge, intervalText(age));
-    return PurgeResult{r[0].as<std::int64_t>(), r[1].as<std::int64_t>(), r[2].as<std::int64_t>(),
-                       r[3].as<std::int64_t>()};
-  });
+  return call(
+      "purge",
+      [&](pqxx::transaction_base& tx) {
+        const pqxx::row r = tx.exec_params1(kPurge, intervalText(age));
+        PurgeResult out;
+        out.records = r[0].as<std::int64_t>();
+        out.attempts = r[1].as<std::int64_t>();
+        out.transitions = r[2].as<std::int64_t>();
+        out.tombstones = r[3].as<std::int64_t>();
+        return out;
+      },
+      Isolation::ReadCommitted);
 }
 
-PurgeResult ProtocolClient::purgeRecords(std::chrono::milliseconds age, int limit) {
-  return call("purge_records", [&](pqxx::transaction_base& tx) {
-    const pqxx::row r = tx.exec_params1(kPurgeRecords, intervalText(age), limit);
-    PurgeResult out;
-    out.records = r[0].as<std::int64_t>();
-    out.tombstones = r[1].as<std::int64_t>();
-    return out;
-  });
+PurgeResult ProtocolClient::purgeRecords(std::chrono::milliseconds age, int limit,
+                                         const std::optional<std::string>& from) {
+  return call(
+      "purge_records",
+      [&](pqxx::transaction_base& tx) {
+        const pqxx::row r = tx.exec_params1(kPurgeRecords, intervalText(age), limit, orNull(from));
+        PurgeResult out;
+        out.records = r[0].as<std::int64_t>();
+        out.tombstones = r[1].as<std::int64_t>();
+        if (!r[2].is_null()) out.nextFrom = r[2].c_str();
+        return out;
+      },
+      Isolation::ReadCommitted);
 }
 
 PurgeResult ProtocolClient::purgeHistory(std::chrono::milliseconds age) {
-  return call("purge_history", [&](pqxx::transaction_base& tx) {
-    const pqxx::row r = tx.exec_params1(kPurgeHistory, intervalText(age));
-    PurgeResult out;
-    out.attempts = r[0].as<std::int64_t>();
-    out.transitions = r[1].as<std::int64_t>();
-    return out;
-  });
+  return call(
+      "purge_history",
+      [&](pqxx::transaction_base& tx) {
+        const pqxx::row r = tx.exec_params1(kPurgeHistory, intervalText(age));
+        PurgeResult out;
+        out.attempts = r[0].as<std::int64_t>();
+        out.transitions = r[1].as<std::int64_t>();
+        return out;
+      },
+      Isolation::ReadCommitted);
 }
 
 namespace {

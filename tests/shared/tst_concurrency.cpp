@@ -330,7 +330,11 @@ class TestConcurrency : public QObject {
   // purge runs it), then the history in one more.
   void purgeInBatchesRacingLateRetriesNeverRunsAKeyAgain() {
     purgeRacingLateRetries([](ProtocolClient& c, std::chrono::hours age) {
-      while (c.purgeRecords(age, 3).records == 3) {
+      std::optional<std::string> from;
+      for (;;) {
+        const PurgeResult r = c.purgeRecords(age, 3, from);
+        if (r.records < 3) break;
+        from = r.nextFrom;
       }
       c.purgeHistory(age);
     });

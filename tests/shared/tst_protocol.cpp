@@ -1069,6 +1069,16 @@ class TestProtocol : public QObject {
     QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key = 'open'"), 0LL);
   }
 
+  // One batch of purge_records at 30 days, from `from` on: records, tombstones, and how many
+  // days back next_from is (none when nothing went).
+  std::string batch(int limit, const std::string& from = "NULL") {
+    return text(
+        "SELECT p.records_deleted || ' ' || p.tombstones_written || ' ' || "
+        "coalesce(round(extract(epoch FROM now() - p.next_from) / 86400)::text, 'none') "
+        "FROM idem.purge_records(interval '30 days', " +
+        std::to_string(limit) + ", " + from + ") AS p");
+  }
+
   // Retention in batches: the oldest settled records first, at most a batch a call, each with its
   // tombstone; a record a writer holds is skipped, not waited for, and goes in a later purge.
   void purgeRecordsGoesABatchAtATimeAndSkipsWhatAWriterHolds() {
@@ -1085,8 +1095,7 @@ class TestProtocol : public QObject {
         "coalesce(nullif(substr(idempotency_key, "
         "2), 'pen')::int, 0)) * interval '1 day'; "
         "ALTER TABLE idem.records ENABLE TRIGGER records_guard;");
-    QCOMPARE(text("SELECT (p)::text FROM idem.purge_records(interval '30 days', 2) p"),
-             std::string("(2,2)"));
+    QCOMPARE(batch(2), std::string("2 2 43"));  // k0 and k1
     QCOMPARE(text("SELECT string_agg(idempotency_key, ' ' ORDER BY idempotency_key) FROM "
                   "idem.retired_keys"),
              std::string("k0 k1"));
@@ -1095,16 +1104,15 @@ class TestProtocol : public QObject {
     auto writer = db_->connect();
     pqxx::work held(*writer);
     held.exec("SELECT 1 FROM idem.records WHERE idempotency_key = 'k2' FOR UPDATE");
-    QCOMPARE(text("SELECT (p)::text FROM idem.purge_records(interval '30 days', 2) p"),
-             std::string("(2,2)"));
+    QCOMPARE(batch(2), std::string("2 2 40"));  // k3 and k4
     QCOMPARE(text("SELECT string_agg(idempotency_key, ' ' ORDER BY idempotency_key) FROM "
                   "idem.records"),
              std::string("k2 open"));
     held.commit();
-    QCOMPARE(text("SELECT (p)::text FROM idem.purge_records(interval '30 days', 2) p"),
-             std::string("(1,1)"));
-    QCOMPARE(text("SELECT (p)::text FROM idem.purge_records(interval '30 days', 2) p"),
-             std::string("(0,0)"));
+    // A batch from the previous one's next_from on leaves k2, older, for a later purge.
+    QCOMPARE(batch(2, "now() - interval '40 days 1 hour'"), std::string("0 0 none"));
+    QCOMPARE(batch(2), std::string("1 1 42"));
+    QCOMPARE(batch(2), std::string("0 0 none"));
     QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key = 'open'"), 1LL);
     QCOMPARE(client_->begin(request("k2", "b2", TriggerSource::Llm)).outcome, Outcome::Retired);
     QCOMPARE(client_->begin(request("k2-again", "b2", TriggerSource::Llm)).outcome,

@@ -28,10 +28,12 @@ int runExpireLeases(const std::vector<std::string>& args, Streams streams,
 PurgeResult purgeInBatches(ProtocolClient& client, std::chrono::milliseconds age, int batch,
                            std::ostream& progress, const std::atomic<bool>& stop) {
   PurgeResult total;
+  std::optional<std::string> from;
   for (int round = 1;; ++round) {
-    const PurgeResult r = client.purgeRecords(age, batch);
+    const PurgeResult r = client.purgeRecords(age, batch, from);
     total.records += r.records;
     total.tombstones += r.tombstones;
+    from = r.nextFrom;
     if (r.records < batch) break;
     if (round % 100 == 0) progress << "  " << total.records << " records so far\n" << std::flush;
     if (stop) {

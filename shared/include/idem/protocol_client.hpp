@@ -77,6 +77,9 @@ struct PurgeResult {
   std::int64_t attempts = 0;
   std::int64_t transitions = 0;
   std::int64_t tombstones = 0;
+  // A batch of records (purgeRecords): where the next batch starts, the newest updated_at it
+  // removed, as PostgreSQL prints a timestamptz; none when it removed nothing.
+  std::optional<std::string> nextFrom;
 };
 
 // The claimant's calls as text, for a caller that speaks libpq itself (the proxy's sessions on its
@@ -130,8 +133,10 @@ class ProtocolClient {
   // its tombstone.
   PurgeResult purge(std::chrono::milliseconds age);
   // The same in parts, each a transaction of its own: at most `limit` of the oldest such records
-  // (writers' held rows skipped), and then the history's day partitions past the age.
-  PurgeResult purgeRecords(std::chrono::milliseconds age, int limit);
+  // (writers' held rows skipped) from `from` on (the previous batch's nextFrom), and then the
+  // history's day partitions past the age.
+  PurgeResult purgeRecords(std::chrono::milliseconds age, int limit,
+                           const std::optional<std::string>& from = std::nullopt);
   PurgeResult purgeHistory(std::chrono::milliseconds age);
   // The gateway's word on the ledger (a callback, a statement line, a status lookup): a login
   // granted idem_ledger.
@@ -141,8 +146,9 @@ class ProtocolClient {
   FundFlowResult recordFundFlow(const FundFlowInput& flow, const std::string& token);
 
  private:
+  enum class Isolation { Default, ReadCommitted };
   template <typename Call>
-  auto call(const char* what, Call&& body);
+  auto call(const char* what, Call&& body, Isolation isolation = Isolation::Default);
 
   pqxx::connection& connection_;
 };
