@@ -6,7 +6,10 @@
 -- by the row rule. Returns how many rows of each table are gone. Called by idem.purge_history.
 --
 -- The work is read first, unlocked. Then both tables are locked at once, until the caller's
--- transaction commits: writers wait for the drops and the kept rows' copy.
+-- transaction commits: writers wait for the kept rows' copy, the drops and the DEFAULT
+-- partitions' trim (a few rows: the kept history of open records). Trimmed before the lock, the
+-- trim's reads of idem.records made claims committing meanwhile fail to serialize at
+-- SERIALIZABLE; under the lock no claim runs beside it.
 
 CREATE OR REPLACE FUNCTION idem.drop_history_partitions(
     p_cutoff timestamptz,
@@ -25,28 +28,12 @@ DECLARE
     v_total bigint;
     v_kept  bigint;
     v_gone  bigint;
-    v_days_a bigint := 0;
-    v_days_t bigint := 0;
     v_try   integer := 0;
     v_locked boolean := false;
     v_old_timeout text;
 BEGIN
     attempts_gone := 0;
     transitions_gone := 0;
-    -- What the DEFAULT partitions hold: the row rule, as before partitions. First, before the
-    -- tables are locked: the rows kept below join them afterwards, and stay.
-    FOREACH t IN ARRAY ARRAY['attempts', 'transitions'] LOOP
-        EXECUTE format('DELETE FROM idem.%I AS h WHERE h.created_at < $1 '
-                       '   AND NOT EXISTS (SELECT 1 FROM idem.records AS r '
-                       '                    WHERE r.idempotency_key = h.idempotency_key AND r.status <> ''SUCCESS'')',
-                       t || '_outside') USING p_cutoff;
-        GET DIAGNOSTICS v_gone = ROW_COUNT;
-        IF t = 'attempts' THEN
-            attempts_gone := attempts_gone + v_gone;
-        ELSE
-            transitions_gone := transitions_gone + v_gone;
-        END IF;
-    END LOOP;
     CREATE TEMP TABLE IF NOT EXISTS kept_keys (idempotency_key text PRIMARY KEY) ON COMMIT DROP;
     TRUNCATE kept_keys;
     SELECT max(idem.history_partition_end(c.relname)) INTO v_end
@@ -79,7 +66,7 @@ BEGIN
             GET DIAGNOSTICS v_kept = ROW_COUNT;
             v_gone := v_gone + v_total - v_kept;
         END LOOP;
-        IF t = 'attempts' THEN v_days_a := v_gone; ELSE v_days_t := v_gone; END IF;
+        IF t = 'attempts' THEN attempts_gone := v_gone; ELSE transitions_gone := v_gone; END IF;
         v_all := v_all || v_parts;
     END LOOP;
 
@@ -105,8 +92,8 @@ BEGIN
         IF NOT v_locked THEN
             RAISE WARNING 'purge: % history partitions older than % were left for the next purge: writers held the history tables',
                 cardinality(v_all), p_cutoff;
-            v_days_a := 0;
-            v_days_t := 0;
+            attempts_gone := 0;
+            transitions_gone := 0;
             v_all := '{}';
         END IF;
         FOREACH t IN ARRAY ARRAY['attempts', 'transitions'] LOOP
@@ -120,8 +107,20 @@ BEGIN
             EXECUTE format('INSERT INTO idem.%I SELECT * FROM %I', t, 'kept_' || t);
         END LOOP;
     END IF;
-    attempts_gone := attempts_gone + v_days_a;
-    transitions_gone := transitions_gone + v_days_t;
+
+    -- What the DEFAULT partitions hold: the row rule, as before partitions.
+    FOREACH t IN ARRAY ARRAY['attempts', 'transitions'] LOOP
+        EXECUTE format('DELETE FROM idem.%I AS h WHERE h.created_at < $1 '
+                       '   AND NOT EXISTS (SELECT 1 FROM idem.records AS r '
+                       '                    WHERE r.idempotency_key = h.idempotency_key AND r.status <> ''SUCCESS'')',
+                       t || '_outside') USING p_cutoff;
+        GET DIAGNOSTICS v_gone = ROW_COUNT;
+        IF t = 'attempts' THEN
+            attempts_gone := attempts_gone + v_gone;
+        ELSE
+            transitions_gone := transitions_gone + v_gone;
+        END IF;
+    END LOOP;
 END
 $function$;
 

@@ -1,7 +1,7 @@
 -- Retention of the history (idem.attempts, idem.transitions), in a transaction of its own when
 -- idemctl purge runs it: the day partitions that end before the age are dropped (see
--- idem.drop_history_partitions), and the days ahead are made. The history tables are locked only
--- from the drops to this transaction's commit.
+-- idem.drop_history_partitions), and the days ahead are made (usually nothing to do). The history
+-- tables are locked only from the drops to this transaction's commit.
 
 CREATE OR REPLACE FUNCTION idem.purge_history(
     p_older_than interval,
@@ -16,11 +16,9 @@ BEGIN
         RAISE EXCEPTION 'purge needs a positive age, got %',
             coalesce(p_older_than::text, 'NULL') USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- The days ahead first: making them takes no lock that writers wait for, and after the drops
-    -- every statement here holds the history tables.
-    PERFORM idem.prepare_history_partitions();
     SELECT d.attempts_gone, d.transitions_gone INTO attempts_deleted, transitions_deleted
       FROM idem.drop_history_partitions(now() - p_older_than) AS d;
+    PERFORM idem.prepare_history_partitions();
 END
 $function$;
 
