@@ -5,14 +5,17 @@
 #      long writers wait (the migration holds both history tables ACCESS EXCLUSIVE);
 #   2. begin + complete (pgbench, one client, WRITE_SECONDS each, two interleaved rounds) on the
 #      populated version 16 and 17 databases and on an empty version 17 one;
-#   3. retention of DAYS_OLD days of history out of DAYS: idem.purge on version 16 (row by row)
-#      and on version 17 (whole day partitions), each with a writer claiming and completing keys
-#      beside it (pgbench), whose slowest round trip during the purge is printed.
+#   3. retention of DAYS_OLD days of history out of DAYS: idem.purge on version 16 (row by row),
+#      on version 17 (whole day partitions, one transaction) and `idemctl purge` on a copy of the
+#      same version 17 database (records in batches, each its own transaction, then the history),
+#      each with a writer claiming and completing keys beside it (pgbench), whose slowest round
+#      trip during the purge is printed.
 # The data is generated (INSERT ... SELECT of generated rows, triggers off), not claimed: RECORDS
 # SUCCESS records spread evenly over DAYS days, each with one attempt and two transitions.
 #   bench/schema/history_by_day.sh [BUILD_DIR]
-#   env RECORDS (1000000), DAYS (60), DAYS_OLD (30), WRITER_SECONDS (30: longer than either purge),
-#       PARTS (upgrade,write,retention: any of them), WRITE_SECONDS (15)
+#   env RECORDS (1000000), DAYS (60), DAYS_OLD (30), WRITER_SECONDS (30: longer than any purge),
+#       PARTS (upgrade,write,retention: any of them), WRITE_SECONDS (15), PURGE_BATCH (10000: the
+#       records a transaction of `idemctl purge`, the third purge)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-$root/build}
@@ -78,17 +81,23 @@ SELECT claim_token AS token FROM idem.begin('w-' || :n, 'payment', 'w-' || :n, '
 SELECT result FROM idem.complete('w-' || :n, 1, '{}', ':token'::uuid);
 SQL
 
-# purge_beside DSN LABEL: purge with a writer running beside it for $writer_seconds seconds from
-# 2 s before; prints the purge's time and the writer's slowest round trip that ended while the
-# purge ran (or within a second after it).
+# purge_beside DSN LABEL [BATCH]: purge with a writer running beside it for $writer_seconds
+# seconds from 2 s before; prints the purge's time and the writer's slowest round trip that ended
+# while the purge ran (or within a second after it). With BATCH, `idemctl purge --batch BATCH`
+# (records a batch a transaction, then the history); without, idem.purge in one transaction.
 purge_beside() {
-  local dsn=$1 label=$2 logdir="$SCRATCH_DIR/log-$2" result ms start end
+  local dsn=$1 label=$2 batch=${3:-} logdir="$SCRATCH_DIR/log-$2" result ms start end
   mkdir -p "$logdir"
   (cd "$logdir" && "$PG_BIN/pgbench" -n -c 1 -T "$writer_seconds" -f "$SCRATCH_DIR/claim.sql" -l "$dsn" >pgbench.out 2>&1) &
   local writer=$!
   sleep 2
   start=$(date +%s%N)
-  result=$(psql "$dsn" -Atc "SELECT (p)::text FROM idem.purge(interval '$old days') p")
+  if [[ -n $batch ]]; then
+    result=$("$idemctl" purge --older-than "${old}d" --batch "$batch" --db.dsn "$dsn" |
+      sed -n 's/^purged rows older than [^:]*: \([0-9]*\) records, \([0-9]*\) attempts, \([0-9]*\) transitions; \([0-9]*\) tombstones.*/(\1,\2,\3,\4)/p')
+  else
+    result=$(psql "$dsn" -Atc "SELECT (p)::text FROM idem.purge(interval '$old days') p")
+  fi
   end=$(date +%s%N)
   ms=$(((end - start) / 1000000))
   wait "$writer" || { cat "$logdir/pgbench.out"; return 1; }
@@ -136,6 +145,8 @@ if [[ $parts == *write* ]]; then
   done
 fi
 if [[ $parts == *retention* ]]; then
+  psql "$PG_DSN" -qc "CREATE DATABASE b17 TEMPLATE d17"
   purge_beside "$(dsn_of h16)" "version 16, row by row"
   purge_beside "$(dsn_of d17)" "version 17, day partitions"
+  purge_beside "$(dsn_of b17)" "version 17, batches" "${PURGE_BATCH:-10000}"
 fi
