@@ -98,11 +98,15 @@ std::string ConnectionSettings::redacted() const {
   return out.empty() ? "(libpq environment)" : out;
 }
 
-bool sessionIsShared(pqxx::connection& connection) {
+bool sessionIsShared(pqxx::transaction_base& tx) {
   // A pooler answers the startup itself and hands the client a backend key of its own making
   // (PgBouncer: random bytes), so the pid the client was told is not the server's.
+  return tx.exec1("SELECT pg_catalog.pg_backend_pid()")[0].as<int>() != tx.conn().backendpid();
+}
+
+bool sessionIsShared(pqxx::connection& connection) {
   pqxx::nontransaction tx(connection);
-  return tx.exec1("SELECT pg_catalog.pg_backend_pid()")[0].as<int>() != connection.backendpid();
+  return sessionIsShared(tx);
 }
 
 std::unique_ptr<pqxx::connection> connect(const ConnectionSettings& settings) {

@@ -1,19 +1,22 @@
 #include "idem/protocol_client.hpp"
 
+#include <cinttypes>
+#include <cstdio>
 #include <pqxx/connection>
 #include <pqxx/pqxx>
+#include <string_view>
 #include <thread>
 
 #include "idem/bounded_transaction.hpp"
+#include "idem/connection_settings.hpp"
 #include "idem/database_error.hpp"
 #include "idem/serialization_retry.hpp"
 
 namespace idem {
 namespace {
 
-// Unnamed statements, not prepared ones: a prepared statement is session state, and behind
-// PgBouncer in transaction mode the next call may run on another server connection, where it does
-// not exist. Planning these one-function calls costs next to nothing.
+// The statements. begin, complete, fail and mark_unknown, a claim's round trip, go as prepared
+// statements while the session keeps them (see ProtocolClient::send); the rest as unnamed ones.
 constexpr const char* kBegin =
     "SELECT outcome, status, version, response_payload, claim_token::text "
     "FROM idem.begin($1, $2, $3, $4, $5, $6, $7::jsonb, $8::interval, $9, $10)";
@@ -70,13 +73,17 @@ ChangeResult toChangeResult(const pqxx::row& row) {
   return readChangeRow([&row](int i) { return row[i].is_null() ? nullptr : row[i].c_str(); });
 }
 
-// Sends one statement and reads its one row.
+// Sends one statement, prepared under `preparedName` or else unnamed, and reads its one row.
 template <typename Read>
-auto execStatement(pqxx::transaction_base& tx, const ProtocolStatement& statement, Read read) {
+auto execStatement(pqxx::transaction_base& tx, const ProtocolStatement& statement,
+                   const std::string* preparedName, Read read) {
   std::vector<const char*> values;
   values.reserve(statement.parameters.size());
   for (const auto& p : statement.parameters) values.push_back(p ? p->c_str() : nullptr);
-  const pqxx::row row = tx.exec_params1(statement.sql, pqxx::prepare::make_dynamic_params(values));
+  const pqxx::row row =
+      preparedName != nullptr
+          ? tx.exec_prepared1(*preparedName, pqxx::prepare::make_dynamic_params(values))
+          : tx.exec_params1(statement.sql, pqxx::prepare::make_dynamic_params(values));
   return read([&row](int i) { return row[i].is_null() ? nullptr : row[i].c_str(); });
 }
 
@@ -94,7 +101,52 @@ auto atReadCommitted(pqxx::connection& connection, Call&& body) {
 
 }  // namespace
 
-ProtocolClient::ProtocolClient(pqxx::connection& connection) : connection_(connection) {}
+// A prepared statement's name: the call's and a hash of the statement's text (FNV-1a), so that on
+// a server connection a pooler shares, a name always means the same text, whichever client or
+// version of this library prepared it there.
+std::string preparedName(const ProtocolStatement& statement) {
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (const char* c = statement.sql; *c != '\0'; ++c) {
+    hash ^= static_cast<unsigned char>(*c);
+    hash *= 1099511628211ULL;
+  }
+  char name[64];
+  std::snprintf(name, sizeof name, "idem_%s_%016" PRIx64, statement.what, hash);
+  return name;
+}
+
+bool preparedStatementLost(const DatabaseError& error) {
+  const std::string& state = error.sqlstate();
+  return state == "26000" || state == "42P05" ||
+         (state == "0A000" &&
+          std::string_view(error.what()).find("cached plan must not change result type") !=
+              std::string_view::npos);
+}
+
+const std::vector<ProtocolStatement>& claimStatements() {
+  static const std::vector<ProtocolStatement> statements{{"begin", kBegin, {}},
+                                                         {"complete", kComplete, {}},
+                                                         {"fail", kFail, {}},
+                                                         {"mark_unknown", kMarkUnknown, {}}};
+  return statements;
+}
+
+ProtocolClient::ProtocolClient(pqxx::connection& connection, Statements statements)
+    : connection_(connection), prepared_(statements == Statements::Prepared) {}
+
+template <typename Read>
+auto ProtocolClient::send(pqxx::transaction_base& tx, const ProtocolStatement& statement,
+                          Read read) {
+  if (prepared_ && !sessionChecked_) {
+    // Behind a pooler the session is shared and keeps nothing: unnamed from the start.
+    sessionChecked_ = true;
+    prepared_ = !sessionIsShared(tx);
+  }
+  if (!prepared_) return execStatement(tx, statement, nullptr, read);
+  const std::string name = preparedName(statement);
+  connection_.prepare(name, statement.sql);  // defined once a connection; prepared at first use
+  return execStatement(tx, statement, &name, read);
+}
 
 // Each call is one statement under the calling thread's statement timeout. A call that ended in a
 // serialization failure or a deadlock changed nothing: it runs again in a new transaction, whose
@@ -110,6 +162,13 @@ auto ProtocolClient::call(const char* what, Call&& body, Isolation isolation) {
                                                      : boundedCall(connection_, body);
       });
     } catch (const DatabaseError& e) {
+      if (prepared_ && preparedStatementLost(e)) {
+        // Nothing ran. The session does not keep prepared statements (a pooler in transaction
+        // mode): from now on this client sends unnamed ones, which need no session state.
+        prepared_ = false;
+        --attempt;
+        continue;
+      }
       if (!runsAgain(e.sqlstate()) || attempt == kSerializationRetries) throw;
       std::this_thread::sleep_for(pauseBeforeRetry(attempt));
     }
@@ -164,7 +223,7 @@ ChangeResult readChangeRow(const FieldText& field) {
 
 BeginResult ProtocolClient::begin(const BeginRequest& request) {
   return call("begin", [&](pqxx::transaction_base& tx) {
-    return execStatement(tx, beginStatement(request), readBeginRow);
+    return send(tx, beginStatement(request), readBeginRow);
   });
 }
 
@@ -172,8 +231,8 @@ ChangeResult ProtocolClient::complete(const std::string& key, int expectedVersio
                                       const std::string& responsePayload,
                                       const std::string& token) {
   return call("complete", [&](pqxx::transaction_base& tx) {
-    return execStatement(tx, completeStatement({key, expectedVersion, token}, responsePayload),
-                         readChangeRow);
+    return send(tx, completeStatement({key, expectedVersion, token}, responsePayload),
+                readChangeRow);
   });
 }
 
@@ -181,16 +240,15 @@ ChangeResult ProtocolClient::fail(const std::string& key, int expectedVersion,
                                   const std::string& error, const std::string& token,
                                   bool retryAllowed) {
   return call("fail", [&](pqxx::transaction_base& tx) {
-    return execStatement(tx, failStatement({key, expectedVersion, token}, error, retryAllowed),
-                         readChangeRow);
+    return send(tx, failStatement({key, expectedVersion, token}, error, retryAllowed),
+                readChangeRow);
   });
 }
 
 ChangeResult ProtocolClient::markUnknown(const std::string& key, int expectedVersion,
                                          const std::string& reason, const std::string& token) {
   return call("mark_unknown", [&](pqxx::transaction_base& tx) {
-    return execStatement(tx, markUnknownStatement({key, expectedVersion, token}, reason),
-                         readChangeRow);
+    return send(tx, markUnknownStatement({key, expectedVersion, token}, reason), readChangeRow);
   });
 }
 

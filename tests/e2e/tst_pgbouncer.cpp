@@ -144,6 +144,34 @@ class TestPgBouncer : public QObject {
     QCOMPARE(client.begin(payRequest("k-after-exporter", "o-1")).outcome, Outcome::Executed);
   }
 
+  // Two clients of a pooler with one server connection: each recognises the shared session and
+  // sends a claim's statements unnamed, leaving no prepared statement in it for the other to
+  // find (the name taken) or lose (DEALLOCATE ALL, DISCARD ALL); each call runs once.
+  void claimsThroughThePoolerLeaveNoPreparedStatement() {
+    PgBouncer bouncer(db_->dsn(), {"postgres"}, 1);
+    pqxx::connection first(bouncer.through(db_->dsn())), second(bouncer.through(db_->dsn()));
+    ProtocolClient a(first), b(second);
+    const BeginResult a1 = a.begin(payRequest("k-a1", "o-a1"));
+    QCOMPARE(a1.outcome, Outcome::Executed);
+    const BeginResult b1 = b.begin(payRequest("k-b1", "o-b1"));
+    QCOMPARE(b1.outcome, Outcome::Executed);
+    {
+      pqxx::nontransaction tx(second);
+      QCOMPARE(tx.exec1("SELECT count(*) FROM pg_prepared_statements")[0].as<int>(), 0);
+      tx.exec("DEALLOCATE ALL");
+    }
+    const BeginResult a2 = a.begin(payRequest("k-a2", "o-a2"));
+    QCOMPARE(a2.outcome, Outcome::Executed);
+    QVERIFY(a.complete("k-a1", 1, "{}", *a1.claimToken).ok());
+    QVERIFY(a.complete("k-a2", 1, "{}", *a2.claimToken).ok());
+    QVERIFY(b.complete("k-b1", 1, "{}", *b1.claimToken).ok());
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE status = 'SUCCESS'"), 3LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.attempts"), 3LL);
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.transitions"), 6LL);
+    pqxx::nontransaction tx(first);
+    QCOMPARE(tx.exec1("SELECT count(*) FROM pg_prepared_statements")[0].as<int>(), 0);
+  }
+
   // The exporter's ground truth through the pooler, with traffic through it too.
   void exporterCountersEqualSqlThroughThePooler() {
     PgBouncer bouncer(db_->dsn());

@@ -140,6 +140,67 @@ class TestProtocol : public QObject {
                   "lease_expires_at > now() + interval '25 seconds'") == 1);
   }
 
+  // A claim's round trip goes as statements prepared once a session, used call after call; a
+  // client asked for unnamed statements leaves nothing in its session.
+  void aClaimsStatementsArePreparedOnceASession() {
+    for (const char* key : {"k1", "k2"}) {
+      const std::string token = claim(request(key, std::string("o-") + key));
+      QVERIFY(client_->complete(key, 1, R"({"ok": true})", token).ok());
+    }
+    const std::string begin = preparedName(claimStatements()[0]);
+    const std::string complete = preparedName(claimStatements()[1]);
+    QCOMPARE(text("SELECT string_agg(name || ' ' || (generic_plans + custom_plans), ',' "
+                  "ORDER BY name) FROM pg_prepared_statements"),
+             begin + " 2," + complete + " 2");
+
+    auto other = db_->connect();
+    ProtocolClient unnamed(*other, ProtocolClient::Statements::Unnamed);
+    const BeginResult b = unnamed.begin(request("k3", "o3"));
+    QCOMPARE(b.outcome, Outcome::Executed);
+    QVERIFY(unnamed.complete("k3", 1, R"({"ok": true})", *b.claimToken).ok());
+    pqxx::nontransaction tx(*other);
+    QCOMPARE(tx.exec1("SELECT count(*) FROM pg_prepared_statements")[0].as<int>(), 0);
+  }
+
+  // A session that lost its prepared statements (a pooler's DISCARD ALL, or its next call sent to
+  // another server connection): the call that finds out runs once, unnamed, and so does every
+  // call after it.
+  void aLostPreparedStatementIsSentUnnamedAndRunsOnce() {
+    claim(request("k1", "o1"));
+    {
+      pqxx::nontransaction tx(*conn_);
+      tx.exec("DEALLOCATE ALL");
+    }
+    const BeginResult b = client_->begin(request("k2", "o2"));
+    QCOMPARE(b.outcome, Outcome::Executed);
+    QVERIFY(client_->complete("k2", 1, R"({"ok": true})", *b.claimToken).ok());
+    QCOMPARE(count("SELECT count(*) FROM idem.records WHERE idempotency_key = 'k2' "
+                   "AND status = 'SUCCESS'"),
+             1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key = 'k2'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key = 'k2'"), 2LL);
+    QCOMPARE(text("SELECT count(*) FROM pg_prepared_statements"), std::string("0"));
+  }
+
+  // The name a claim's statement is prepared under, held in the session by another statement (a
+  // pooler's server connection another client used): that statement is never run; the call goes
+  // unnamed.
+  void aNameHeldByAnotherStatementIsNeverRun() {
+    const std::string begin = preparedName(claimStatements()[0]);
+    {
+      pqxx::nontransaction tx(*conn_);
+      tx.exec("PREPARE \"" + begin +
+              "\" AS SELECT 'replayed'::text, 'SUCCESS'::text, 1, NULL::jsonb, NULL::text");
+    }
+    const BeginResult b = client_->begin(request("k1", "o1"));
+    QCOMPARE(b.outcome, Outcome::Executed);
+    QVERIFY(b.claimToken.has_value());
+    QCOMPARE(count("SELECT count(*) FROM idem.attempts WHERE idempotency_key = 'k1'"), 1LL);
+    QCOMPARE(text("SELECT generic_plans + custom_plans FROM pg_prepared_statements WHERE name = '" +
+                  begin + "'"),
+             std::string("0"));
+  }
+
   // Only the SHA-256 of the token is stored: nothing in the database is the token itself.
   void claimTokenIsStoredOnlyAsItsHash() {
     const std::string token = claim(request("k1", "o1"));

@@ -37,5 +37,7 @@ std::unique_ptr<pqxx::connection> connect(const ConnectionSettings& settings);
 // Whether the server session behind `connection` may serve other clients between transactions,
 // as behind PgBouncer in transaction or statement mode: then nothing may be left in the session.
 bool sessionIsShared(pqxx::connection& connection);
+// The same, asked within a transaction already open on it.
+bool sessionIsShared(pqxx::transaction_base& tx);
 
 }  // namespace idem

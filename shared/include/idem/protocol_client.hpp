@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "idem/database_error.hpp"
 #include "idem/domain.hpp"
 #include "idem/vocabulary.hpp"
 
@@ -96,6 +97,17 @@ ProtocolStatement completeStatement(const Claim& claim, const std::string& respo
 ProtocolStatement failStatement(const Claim& claim, const std::string& error, bool retryAllowed);
 ProtocolStatement markUnknownStatement(const Claim& claim, const std::string& reason);
 
+// The name a session prepares a claim's statement under (see ProtocolClient::Statements), and the
+// four statements of a claim's round trip without parameters, for a session to prepare when it
+// opens.
+std::string preparedName(const ProtocolStatement& statement);
+const std::vector<ProtocolStatement>& claimStatements();
+// The server's word that a prepared statement is not there as the session left it: it does not
+// exist (a pooler in transaction mode sent the call to another server connection, or ran DISCARD
+// ALL), another session's statement holds its name (a pooler's shared server connection), or its
+// plan changed its result type (a migration replaced the function). The statement did not run.
+bool preparedStatementLost(const DatabaseError& error);
+
 // A field of the answered row by its index: its text, or nullptr when NULL.
 using FieldText = std::function<const char*(int)>;
 BeginResult readBeginRow(const FieldText& field);
@@ -104,9 +116,18 @@ ChangeResult readChangeRow(const FieldText& field);
 
 class ProtocolClient {
  public:
-  // Holds no session state (no prepared statements), so it works behind a transaction-mode pooler.
+  // How a claim's round trip (begin, complete, fail, mark_unknown) reaches the server. Prepared:
+  // as prepared statements, planned once a session, unless the session is shared (a pooler
+  // stands in between, sessionIsShared, asked at the first such call) or until the server shows
+  // that it did not keep them (a DISCARD ALL, a pooler that passes the server's pid on); then as
+  // unnamed ones, and the call that found out runs again, since the server ran nothing of it.
+  // Unnamed: parsed and planned every call, no session state at all. Every other call is an
+  // unnamed statement either way.
+  enum class Statements { Prepared, Unnamed };
+
   // The connection must outlive the client and must not be used by another thread meanwhile.
-  explicit ProtocolClient(pqxx::connection& connection);
+  explicit ProtocolClient(pqxx::connection& connection,
+                          Statements statements = Statements::Prepared);
 
   BeginResult begin(const BeginRequest& request);
   // The claimant's answers. `token` is the claim token begin returned with `executed`.
@@ -149,8 +170,12 @@ class ProtocolClient {
   enum class Isolation { Default, ReadCommitted };
   template <typename Call>
   auto call(const char* what, Call&& body, Isolation isolation = Isolation::Default);
+  template <typename Read>
+  auto send(pqxx::transaction_base& tx, const ProtocolStatement& statement, Read read);
 
   pqxx::connection& connection_;
+  bool prepared_;
+  bool sessionChecked_ = false;
 };
 
 }  // namespace idem
