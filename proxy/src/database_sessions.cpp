@@ -47,6 +47,8 @@ struct DatabaseSessions::Session {
     if (conn != nullptr) PQfinish(conn);
   }
   bool healthy() const { return conn != nullptr && PQstatus(conn) == CONNECTION_OK; }
+  // The claim's statements were prepared on this session when it opened.
+  bool prepared = false;
 
   // An idle session has nothing to read unless the server ended it (a restart, a terminated
   // backend, an idle timeout): its last words (FATAL) and the end of the stream. It is then closed
@@ -88,24 +90,59 @@ struct DatabaseSessions::Waiter {
 
 namespace {
 
-// Writes the statement into libpq's buffer (sent by receive's flush, or at once when it fits);
-// false when the session is broken.
-bool send(PGconn* conn, const ProtocolStatement& statement,
+// Writes the statement into libpq's buffer (sent by receive's flush, or at once when it fits), as
+// the session's prepared statement when `prepared`; false when the session is broken.
+bool send(PGconn* conn, bool prepared, const ProtocolStatement& statement,
           std::chrono::steady_clock::time_point* sentAt) {
   std::vector<const char*> values;
   values.reserve(statement.parameters.size());
   for (const auto& p : statement.parameters) values.push_back(p ? p->c_str() : nullptr);
   if (sentAt != nullptr) *sentAt = std::chrono::steady_clock::now();
-  return PQsendQueryParams(conn, statement.sql, static_cast<int>(values.size()), nullptr,
-                           values.data(), nullptr, nullptr, 0) != 0;
+  const int count = static_cast<int>(values.size());
+  if (prepared) {
+    return PQsendQueryPrepared(conn, preparedName(statement).c_str(), count, values.data(), nullptr,
+                               nullptr, 0) != 0;
+  }
+  return PQsendQueryParams(conn, statement.sql, count, nullptr, values.data(), nullptr, nullptr,
+                           0) != 0;
 }
 
 }  // namespace
 
 namespace {
 
-awaitable<PGconn*> connectBlocking(std::string dsn) {
-  co_return PQconnectdb(dsn.c_str());
+struct Opened {
+  PGconn* conn = nullptr;
+  bool shared = false;    // a pooler stands in between
+  bool prepared = false;  // the claim's statements are prepared on the session
+};
+
+// Whether a pooler stands in between: it answers the startup itself with a backend key of its own
+// making, so the pid the client was told is not the server's (idem::sessionIsShared).
+bool sharedSession(PGconn* conn) {
+  const Result r(PQexec(conn, "SELECT pg_catalog.pg_backend_pid()"));
+  return r && PQresultStatus(r.get()) == PGRES_TUPLES_OK && PQntuples(r.get()) == 1 &&
+         std::string(PQgetvalue(r.get(), 0, 0)) != std::to_string(PQbackendPID(conn));
+}
+
+// Connects and, when `prepare` and the session is the server's own, prepares the claim's
+// statements; a session that cannot keep them sends unnamed ones.
+awaitable<Opened> connectBlocking(std::string dsn, bool prepare) {
+  Opened opened{PQconnectdb(dsn.c_str())};
+  if (opened.conn == nullptr || PQstatus(opened.conn) != CONNECTION_OK || !prepare)
+    co_return opened;
+  opened.shared = sharedSession(opened.conn);
+  if (opened.shared) co_return opened;
+  opened.prepared = true;
+  for (const ProtocolStatement& statement : claimStatements()) {
+    const Result r(
+        PQprepare(opened.conn, preparedName(statement).c_str(), statement.sql, 0, nullptr));
+    if (!r || PQresultStatus(r.get()) != PGRES_COMMAND_OK) {
+      opened.prepared = false;
+      break;
+    }
+  }
+  co_return opened;
 }
 
 }  // namespace
@@ -124,9 +161,13 @@ void DatabaseSessions::close() {
 }
 
 awaitable<std::unique_ptr<DatabaseSessions::Session>> DatabaseSessions::open() {
-  PGconn* conn = co_await net::co_spawn(connector_, connectBlocking(dsn_), use_awaitable);
+  const Opened opened =
+      co_await net::co_spawn(connector_, connectBlocking(dsn_, prepared_), use_awaitable);
+  PGconn* conn = opened.conn;
   auto session = std::make_unique<Session>();
   session->conn = conn;
+  session->prepared = opened.prepared;
+  if (opened.shared) prepared_ = false;  // no session of this DSN keeps prepared statements
   if (conn == nullptr) throw DatabaseUnavailable("cannot connect to the database: out of memory");
   if (PQstatus(conn) != CONNECTION_OK) {
     throw DatabaseUnavailable("cannot connect to the database: " +
@@ -189,7 +230,10 @@ void DatabaseSessions::give(std::unique_ptr<Session> session) {
   if (!waiters_.empty()) {
     Waiter* next = waiters_.front();
     waiters_.pop_front();
-    if (session && !send(session->conn, *next->statement, next->sentAt)) session.reset();
+    if (session &&
+        !send(session->conn, session->prepared && prepared_, *next->statement, next->sentAt)) {
+      session.reset();
+    }
     if (!session) --opened_;
     if (session) {
       next->session = std::move(session);
@@ -259,8 +303,9 @@ awaitable<Row> DatabaseSessions::query(const ProtocolStatement& statement,
     std::exception_ptr failed;
     bool transient = false;
     bool broken = false;
+    bool lostPrepared = false;
     try {
-      if (!sent && !send(session->conn, statement, sentAt)) {
+      if (!sent && !send(session->conn, session->prepared && prepared_, statement, sentAt)) {
         throw DatabaseUnavailable(lost(statement, session->conn));
       }
       Row row = co_await receive(*session, statement);
@@ -269,6 +314,17 @@ awaitable<Row> DatabaseSessions::query(const ProtocolStatement& statement,
     } catch (const DatabaseError& e) {
       failed = std::current_exception();
       transient = runsAgain(e.sqlstate()) && attempt < kSerializationRetries;
+      if (preparedStatementLost(e)) {
+        // Nothing ran (only a prepared statement is answered so). Sessions do not keep them
+        // here: unnamed ones from now on, this call's too, whichever call found out first.
+        if (prepared_) {
+          std::cerr << "idemwatch-proxy: the database session lost its prepared statement ("
+                    << e.what()
+                    << "); a pooler in transaction mode? Sending unnamed statements from now on\n";
+        }
+        prepared_ = false;
+        lostPrepared = true;
+      }
     } catch (...) {
       failed = std::current_exception();
       broken = true;
@@ -277,6 +333,10 @@ awaitable<Row> DatabaseSessions::query(const ProtocolStatement& statement,
     // call the server refused is ready for the next call.
     if (broken) session.reset();
     give(std::move(session));
+    if (lostPrepared) {
+      --attempt;
+      continue;
+    }
     if (!transient) std::rethrow_exception(failed);
     net::steady_timer pause(executor_, pauseBeforeRetry(attempt));
     co_await pause.async_wait(use_awaitable);

@@ -43,14 +43,20 @@ class DatabaseSessions {
   DatabaseSessions(const DatabaseSessions&) = delete;
   DatabaseSessions& operator=(const DatabaseSessions&) = delete;
 
-  // Runs one protocol statement in its own implicit transaction and answers its one row. A
-  // serialization failure or a deadlock changed nothing: the statement runs again (as
-  // ProtocolClient does, up to kSerializationRetries times, after a growing pause). `sentAt`, when
+  // Runs one protocol statement in its own implicit transaction and answers its one row, as a
+  // statement each session prepared when it opened (planned once a session, not once a call) until
+  // the server shows that sessions do not keep them (a pooler in transaction mode), then unnamed.
+  // A serialization failure or a deadlock changed nothing: the statement runs again (as
+  // ProtocolClient does, up to kSerializationRetries times, after a growing pause); so does a call
+  // whose prepared statement the server did not have. `sentAt`, when
   // given, is set as the statement's last attempt is written to the server.
   // Throws DatabaseUnavailable (no session could be had, or it broke during the call) or
   // DatabaseError (the server refused the statement). The statement must outlive the call.
   boost::asio::awaitable<Row> query(const ProtocolStatement& statement,
                                     std::chrono::steady_clock::time_point* sentAt = nullptr);
+
+  // Whether sessions send a claim's calls as prepared statements (see query).
+  bool prepared() const { return prepared_; }
 
   // After the event loop stopped: closes every idle session and waits for a connect under way.
   // Sessions in use close when given back.
@@ -74,6 +80,8 @@ class DatabaseSessions {
   int size_;
   int opened_ = 0;  // sessions open or being opened, idle or lent
   bool closed_ = false;
+  // Whether sessions prepare the claim's statements: until one was found missing.
+  bool prepared_ = true;
   std::vector<std::unique_ptr<Session>> idle_;
   std::deque<Waiter*> waiters_;
   // Connecting is libpq's blocking PQconnectdb on this helper thread: it happens once a session,

@@ -38,6 +38,15 @@ ProxyMetrics::ProxyMetrics(const std::vector<std::string>& routes)
                   .Help("Protocol calls running or waiting for a database session now.")
                   .Register(*registry_)
                   .Add({});
+  prepared_ = &prometheus::BuildGauge()
+                   .Name("idemwatch_proxy_database_prepared_statements")
+                   .Help(
+                       "1 while database sessions send a claim's calls as prepared statements, 0 "
+                       "once they send them unnamed (a pooler stands in between, or a session "
+                       "lost its statements).")
+                   .Register(*registry_)
+                   .Add({});
+  prepared_->Set(1);
 }
 
 void ProxyMetrics::addRoute(const std::string& route) {

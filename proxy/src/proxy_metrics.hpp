@@ -52,6 +52,7 @@ class ProxyMetrics {
   void connectionOpened() { connections_->Increment(); }
   void connectionClosed() { connections_->Decrement(); }
   void setWaiting(int calls) { waiting_->Set(calls); }
+  void setPreparedStatements(bool prepared) { prepared_->Set(prepared ? 1 : 0); }
   std::string scrape() const;
 
  private:
@@ -64,6 +65,7 @@ class ProxyMetrics {
   std::map<std::pair<std::string, bool>, prometheus::Counter*> upstreamConnections_;
   prometheus::Gauge* connections_;
   prometheus::Gauge* waiting_;
+  prometheus::Gauge* prepared_;
 };
 
 }  // namespace idem::proxy

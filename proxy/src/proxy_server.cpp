@@ -419,7 +419,10 @@ struct ProxyServer::State {
     metrics.setWaiting(++pending);
     struct Done {
       State* self;
-      ~Done() { self->metrics.setWaiting(--self->pending); }
+      ~Done() {
+        self->metrics.setWaiting(--self->pending);
+        self->metrics.setPreparedStatements(self->database->prepared());
+      }
     } done{this};
     try {
       co_return co_await database->query(statement, sentAt);

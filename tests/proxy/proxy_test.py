@@ -188,7 +188,7 @@ routes:
 
 def sample(text: str, name: str, **labels: str) -> float | None:
     """One series' value in a /metrics text, its labels given in any order; None when absent."""
-    want = name + "{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+    want = name + ("{" + ",".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}" if labels else "")
     for line in text.splitlines():
         if line.startswith(want + " "):
             return float(line.rsplit(" ", 1)[1])
@@ -678,6 +678,8 @@ def main() -> int:
         got = series("idemwatch_proxy_upstream_duration_seconds_count", route="charge")
         check(got is not None and got >= 8,
               f"/metrics has the upstream's latency by route ({got} observations)")
+        got = series("idemwatch_proxy_database_prepared_statements")
+        check(got == 1, f"on sessions of its own the proxy sends a claim's calls prepared ({got})")
         # A connection kept alive between requests does not hold a stop up.
         idle = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=10)
         idle.request("GET", "/metrics")
@@ -923,7 +925,7 @@ def database_sessions(args: argparse.Namespace, work: pathlib.Path) -> None:
 
 def through_pgbouncer(args: argparse.Namespace, work: pathlib.Path) -> None:
     """The proxy behind PgBouncer in transaction mode, as platforms deploy it: its calls are one
-    statement each with no prepared statement, so its 4 sessions share 2 server connections.
+    statement each, unnamed once it sees the pooler, so its 4 sessions share 2 server connections.
     Concurrent requests under their own keys each charge once; 20 under one key charge once."""
     if not pathlib.Path("/usr/sbin/pgbouncer").exists():
         check(False, "pgbouncer (Debian package pgbouncer) is needed by this test")
@@ -983,6 +985,8 @@ logfile = {folder}/pgbouncer.log
         replay = proxy.post("/charges/o-bouncer-one", {"amount_minor": 300}, key_header(one_key))
         check(replay[0] == 201 and replay[1].get("idempotent-replayed") == "true",
               "through PgBouncer, a repeat replays the stored answer")
+        got = sample(proxy.metrics(), "idemwatch_proxy_database_prepared_statements")
+        check(got == 0, f"through PgBouncer the proxy sends a claim's calls unnamed ({got})")
     finally:
         proxy.stop()
         upstream.shutdown()
