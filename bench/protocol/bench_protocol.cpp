@@ -3,7 +3,11 @@
 //   hand       the seeds' hand-written pattern: INSERT ... ON CONFLICT DO NOTHING, then
 //              UPDATE ... SET status = 'SUCCESS', version = version + 1 (two commits, no audit);
 //   protocol   idem.begin then idem.complete with the claim token begin returned (schema v2: two
-//              commits, plus the attempt row, the transition rows and the uniqueness checks);
+//              commits, plus the attempt row, the transition rows and the uniqueness checks),
+//              through idem::ProtocolClient as it ships: prepared statements, planned once a
+//              session;
+//   unnamed    the same calls as unnamed statements, parsed and planned every call
+//              (ProtocolClient::Statements::Unnamed, what a pooler in transaction mode leaves);
 //   v1         with --v1.dsn, a database migrated only to schema version 1 (001..005): its begin
 //              and its 3-argument complete as raw SQL, sent the way idem::ProtocolClient sends
 //              v2's (unnamed statements, parsed and planned each call, as PgBouncer's transaction
@@ -82,7 +86,7 @@ struct ClientResult {
   long long serverCpuMicros = -1;
 };
 
-enum class Variant { Plain, Hand, Protocol, Version1, Version1Prepared };
+enum class Variant { Plain, Hand, Protocol, ProtocolUnnamed, Version1, Version1Prepared };
 const char* name(Variant v) {
   switch (v) {
     case Variant::Plain:
@@ -91,6 +95,8 @@ const char* name(Variant v) {
       return "hand-written";
     case Variant::Protocol:
       return "begin+complete";
+    case Variant::ProtocolUnnamed:
+      return "b+c unnamed";
     case Variant::Version1:
       return "v1 begin+compl";
     case Variant::Version1Prepared:
@@ -121,7 +127,9 @@ ClientResult client(const idem::ConnectionSettings& settings, Variant v, int thr
     conn->prepare("v1_begin", kVersion1Begin);
     conn->prepare("v1_complete", kVersion1Complete);
   } else {
-    protocol.emplace(*conn);
+    protocol.emplace(*conn, v == Variant::ProtocolUnnamed
+                                ? idem::ProtocolClient::Statements::Unnamed
+                                : idem::ProtocolClient::Statements::Prepared);
   }
   // Unique across runs of the benchmark too: the tables keep earlier runs' rows.
   static const auto session = std::chrono::system_clock::now().time_since_epoch().count();
@@ -148,7 +156,8 @@ ClientResult client(const idem::ConnectionSettings& settings, Variant v, int thr
           tx.exec_prepared("hand_update", key, kResponse);
           break;
         }
-        case Variant::Protocol: {
+        case Variant::Protocol:
+        case Variant::ProtocolUnnamed: {
           idem::BeginRequest r;
           r.key = key;
           r.bizType = "payment";
@@ -284,7 +293,7 @@ int main(int argc, char** argv) {
                 "WAL B/op");
     int run = 0;
     for (int threads : threadCounts) {
-      std::vector<Measurement> plain, hand, protocol, version1, version1Prepared;
+      std::vector<Measurement> plain, hand, protocol, unnamed, version1, version1Prepared;
       if (onlyProtocol) {
         const Measurement m =
             measure(settings, Variant::Protocol, threads, ++run, std::chrono::seconds(seconds));
@@ -297,6 +306,7 @@ int main(int argc, char** argv) {
         plain.push_back(measure(settings, Variant::Plain, threads, ++run, length));
         hand.push_back(measure(settings, Variant::Hand, threads, ++run, length));
         protocol.push_back(measure(settings, Variant::Protocol, threads, ++run, length));
+        unnamed.push_back(measure(settings, Variant::ProtocolUnnamed, threads, ++run, length));
         if (v1Settings)
           version1.push_back(measure(*v1Settings, Variant::Version1, threads, ++run, length));
         if (v1Settings && v1Prepared) {
@@ -310,11 +320,9 @@ int main(int argc, char** argv) {
         return v[v.size() / 2].*field;
       };
       const std::pair<Variant, std::vector<Measurement>*> rows[] = {
-          {Variant::Plain, &plain},
-          {Variant::Hand, &hand},
-          {Variant::Protocol, &protocol},
-          {Variant::Version1, &version1},
-          {Variant::Version1Prepared, &version1Prepared}};
+          {Variant::Plain, &plain},       {Variant::Hand, &hand},
+          {Variant::Protocol, &protocol}, {Variant::ProtocolUnnamed, &unnamed},
+          {Variant::Version1, &version1}, {Variant::Version1Prepared, &version1Prepared}};
       for (const auto& [variant, ms] : rows) {
         if (ms->empty()) continue;
         std::printf("%-8d %-15s %12.0f %16.1f %12.0f\n", threads, name(variant),
@@ -322,27 +330,30 @@ int main(int argc, char** argv) {
                     median(*ms, &Measurement::serverCpuMicrosPerOp),
                     median(*ms, &Measurement::walBytesPerOp));
       }
-      const double h = median(hand, &Measurement::opsPerSecond);
-      const double q = median(protocol, &Measurement::opsPerSecond);
-      const double hc = median(hand, &Measurement::serverCpuMicrosPerOp);
-      const double qc = median(protocol, &Measurement::serverCpuMicrosPerOp);
+      const auto ops = [&](const std::vector<Measurement>& v) {
+        return median(v, &Measurement::opsPerSecond);
+      };
+      const auto cpu = [&](const std::vector<Measurement>& v) {
+        return median(v, &Measurement::serverCpuMicrosPerOp);
+      };
+      const double h = ops(hand), hc = cpu(hand), u = ops(unnamed), uc = cpu(unnamed);
       std::printf("%-8d begin+complete / hand-written: throughput %.2fx, server CPU per op %.2fx\n",
-                  threads, q / h, qc / hc);
+                  threads, ops(protocol) / h, cpu(protocol) / hc);
+      std::printf(
+          "%-8d unnamed begin+complete / hand-written: throughput %.2fx, server CPU per op "
+          "%.2fx; prepared / unnamed: server CPU per op %.2fx\n",
+          threads, u / h, uc / hc, cpu(protocol) / uc);
       if (!version1.empty()) {
-        const double o = median(version1, &Measurement::opsPerSecond);
-        const double oc = median(version1, &Measurement::serverCpuMicrosPerOp);
         std::printf(
-            "%-8d v1 begin+complete / hand-written: throughput %.2fx; v2 / v1: throughput "
-            "%.2fx, server CPU per op %.2fx\n",
-            threads, o / h, q / o, qc / oc);
+            "%-8d v1 begin+complete / hand-written: throughput %.2fx; v2 / v1, both unnamed: "
+            "throughput %.2fx, server CPU per op %.2fx\n",
+            threads, ops(version1) / h, u / ops(version1), uc / cpu(version1));
       }
       if (!version1Prepared.empty()) {
-        const double p = median(version1Prepared, &Measurement::serverCpuMicrosPerOp);
-        const double oc = median(version1, &Measurement::serverCpuMicrosPerOp);
         std::printf(
             "%-8d v1 unnamed / v1 prepared: server CPU per op %.2fx; v2 (unnamed) / v1 "
             "prepared: %.2fx\n",
-            threads, oc / p, qc / p);
+            threads, cpu(version1) / cpu(version1Prepared), uc / cpu(version1Prepared));
       }
       std::printf("\n");
       std::fflush(stdout);
