@@ -30,6 +30,7 @@ writer="idem_clients_writer_$suffix"
 ledger="idem_clients_ledger_$suffix"
 private_dir=''
 server_ready=''
+pooler_dir=''
 
 cleanup() {
   local status=$?
@@ -37,6 +38,10 @@ cleanup() {
     "$PG_BIN/psql" -X -q -d "$admin_base dbname=postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" \
       -c "DROP ROLE IF EXISTS $writer" -c "DROP ROLE IF EXISTS $ledger" >/dev/null 2>&1 || true
   fi
+  if [ -n "$pooler_dir" ] && [ -s "$pooler_dir/pgbouncer.pid" ]; then
+    kill "$(cat "$pooler_dir/pgbouncer.pid")" 2>/dev/null || true
+  fi
+  [ -z "$pooler_dir" ] || rm -rf "$pooler_dir"
   if [ -n "$private_dir" ]; then
     pg_stop "$private_dir"
     rm -rf "$private_dir"
@@ -80,9 +85,37 @@ export IDEMWATCH_CLIENT_ADMIN_DSN="$admin_base dbname=$db"
 export IDEMWATCH_CLIENT_HOST=$host IDEMWATCH_CLIENT_PORT=$port IDEMWATCH_CLIENT_DATABASE=$db
 export IDEMWATCH_CLIENT_USER=$writer IDEMWATCH_CLIENT_ADMIN_USER=$user
 
+# PgBouncer in transaction mode in front of the same server, as platforms deploy it, with fewer
+# server connections than a test opens clients: IDEMWATCH_CLIENT_POOLED_DSN, the writer through it.
+start_pooler() {
+  pooler_dir=$(mktemp -d /tmp/idemwatch-test-pooler.XXXXXX)
+  chmod 777 "$pooler_dir"
+  local pooler_port
+  pooler_port=$(pg_free_port)
+  printf '"%s" ""\n' "$writer" >"$pooler_dir/userlist.txt"
+  cat >"$pooler_dir/pgbouncer.ini" <<EOF
+[databases]
+* = host=$host port=$port
+
+[pgbouncer]
+pool_mode = transaction
+default_pool_size = 2
+listen_addr = 127.0.0.1
+listen_port = $pooler_port
+unix_socket_dir =
+auth_type = trust
+auth_file = $pooler_dir/userlist.txt
+pidfile = $pooler_dir/pgbouncer.pid
+logfile = $pooler_dir/pgbouncer.log
+EOF
+  pg_as_owner /usr/sbin/pgbouncer -d "$pooler_dir/pgbouncer.ini"
+  export IDEMWATCH_CLIENT_POOLED_DSN="host=127.0.0.1 port=$pooler_port dbname=$db user=$writer"
+}
+
 run_python() {
   local python
   python=$(psycopg_python) || return 1
+  start_pooler
   cd "$here/python"
   if [ -n "${IDEMWATCH_CLIENT_BENCH:-}" ]; then
     PYTHONDONTWRITEBYTECODE=1 "$python" bench/overhead.py "$IDEMWATCH_CLIENT_BENCH"

@@ -21,6 +21,7 @@ import random
 import re
 import sys
 import time
+import weakref
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Generic, Optional, TypeVar
 
 import psycopg
@@ -320,6 +321,32 @@ def _own_transaction(conn: Any) -> Any:
     return _AUTOCOMMITTED if conn.autocommit else conn.transaction()
 
 
+# The connections whose session was asked whether a pooler stands in between: once a connection.
+_SESSION_ASKED: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_SERVER_PID_SQL = "SELECT pg_catalog.pg_backend_pid()"
+
+
+def _prepares(conn: Any) -> bool:
+    """Whether `conn`'s session is still to be asked. psycopg prepares a statement it has run
+    prepare_threshold times (5) as a named statement of the session (_pg3_0, _pg3_1, ...). Behind
+    a pooler in transaction mode the session is shared: the next call may land on a server
+    connection that lacks the statement, or holds another client's under the same name."""
+    return conn.prepare_threshold is not None and conn not in _SESSION_ASKED
+
+
+def _unprepared_if_shared(conn: Any, server_pid: int) -> None:
+    """A pooler answers the startup itself: the backend pid it reported is not the server's.
+    Then nothing is prepared on this connection (prepare_threshold None)."""
+    _SESSION_ASKED.add(conn)
+    if server_pid != conn.info.backend_pid:
+        conn.prepare_threshold = None
+
+
+# What the server answers about a prepared statement that is not there as psycopg left it (the
+# session lost it, or another client's holds the name): nothing ran; the call runs again unprepared.
+_LOST_PREPARED = (psycopg.errors.InvalidSqlStatementName, psycopg.errors.DuplicatePreparedStatement)
+
+
 def _method(call: _F, build: Callable[..., Any], owner: str) -> _F:
     """`call` named, documented and signed (self first) as the protocol function `build` states."""
     functools.update_wrapper(call, build)
@@ -371,7 +398,12 @@ class Protocol:
         for attempt in range(1, SERIALIZATION_RETRIES + 1):
             try:
                 with _own_transaction(conn):
+                    if _prepares(conn):
+                        _unprepared_if_shared(conn, conn.execute(_SERVER_PID_SQL).fetchone()[0])
                     return conn.execute(statement.sql, statement.params).fetchone()
+            except _LOST_PREPARED:
+                conn.prepare_threshold = None
+                continue
             except _TRANSIENT:
                 if attempt == SERIALIZATION_RETRIES:
                     raise
@@ -397,7 +429,13 @@ class AsyncProtocol:
         for attempt in range(1, SERIALIZATION_RETRIES + 1):
             try:
                 async with _own_transaction(conn):
+                    if _prepares(conn):
+                        pid = await (await conn.execute(_SERVER_PID_SQL)).fetchone()
+                        _unprepared_if_shared(conn, pid[0])
                     return await (await conn.execute(statement.sql, statement.params)).fetchone()
+            except _LOST_PREPARED:
+                conn.prepare_threshold = None
+                continue
             except _TRANSIENT:
                 if attempt == SERIALIZATION_RETRIES:
                     raise

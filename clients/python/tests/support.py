@@ -26,6 +26,7 @@ def _env(name: str) -> str:
 
 
 WRITER_DSN = _env("IDEMWATCH_CLIENT_DSN")
+POOLED_DSN = _env("IDEMWATCH_CLIENT_POOLED_DSN")  # the writer through PgBouncer, transaction mode
 LEDGER_DSN = _env("IDEMWATCH_CLIENT_LEDGER_DSN")  # the gateway's side: idem_ledger only
 ADMIN_DSN = _env("IDEMWATCH_CLIENT_ADMIN_DSN")
 
