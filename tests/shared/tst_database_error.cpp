@@ -205,6 +205,38 @@ class TestDatabaseError : public QObject {
     expectKind(calls[call], DatabaseErrorKind::ConnectionLost, "a call on a dead connection");
   }
 
+  // What the server answers for a prepared statement that is not there as the session left it,
+  // in the server's own words, is recognised as such (a claim then runs again unnamed); any other
+  // error of the same class is not.
+  void aLostPreparedStatementIsRecognised() {
+    db_->exec("CREATE TABLE IF NOT EXISTS public.plan_shape (k int)");
+    auto c = db_->connect();
+    const auto lost = [&](const std::string& sql) {
+      std::string escaped;
+      const auto e = caught(
+          [&] {
+            translatingErrors("statement", [&] {
+              pqxx::nontransaction tx(*c);
+              tx.exec(sql);
+            });
+          },
+          escaped);
+      if (!e) throw std::runtime_error("no database error from " + sql + ": " + escaped);
+      return std::pair(e->sqlstate(), preparedStatementLost(*e));
+    };
+    QCOMPARE(lost("EXECUTE no_such_statement"), std::pair(std::string("26000"), true));
+    {
+      pqxx::nontransaction tx(*c);
+      tx.exec("PREPARE shape AS SELECT * FROM public.plan_shape");
+    }
+    QCOMPARE(lost("PREPARE shape AS SELECT 1"), std::pair(std::string("42P05"), true));
+    db_->exec("ALTER TABLE public.plan_shape ADD COLUMN v int");
+    QCOMPARE(lost("EXECUTE shape"), std::pair(std::string("0A000"), true));
+    QVERIFY(!preparedStatementLost(DatabaseError("0A000", "some feature is not supported")));
+    QVERIFY(!preparedStatementLost(DatabaseError("40001", "could not serialize access")));
+    db_->exec("DROP TABLE public.plan_shape");
+  }
+
   // A failure at commit time: a deferred constraint fires in COMMIT, after every statement
   // succeeded. The migration's own transaction is the one shared commits itself.
   void failureAtCommitIsTranslated() {
