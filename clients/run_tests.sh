@@ -86,7 +86,8 @@ export IDEMWATCH_CLIENT_HOST=$host IDEMWATCH_CLIENT_PORT=$port IDEMWATCH_CLIENT_
 export IDEMWATCH_CLIENT_USER=$writer IDEMWATCH_CLIENT_ADMIN_USER=$user
 
 # PgBouncer in transaction mode in front of the same server, as platforms deploy it, with fewer
-# server connections than a test opens clients: IDEMWATCH_CLIENT_POOLED_DSN, the writer through it.
+# server connections than a test opens clients: the writer through it, as IDEMWATCH_CLIENT_POOLED_DSN
+# (Python) and IDEMWATCH_CLIENT_POOLED_HOST / _PORT (node-postgres).
 start_pooler() {
   pooler_dir=$(mktemp -d /tmp/idemwatch-test-pooler.XXXXXX)
   chmod 777 "$pooler_dir"
@@ -110,6 +111,7 @@ logfile = $pooler_dir/pgbouncer.log
 EOF
   pg_as_owner /usr/sbin/pgbouncer -d "$pooler_dir/pgbouncer.ini"
   export IDEMWATCH_CLIENT_POOLED_DSN="host=127.0.0.1 port=$pooler_port dbname=$db user=$writer"
+  export IDEMWATCH_CLIENT_POOLED_HOST=127.0.0.1 IDEMWATCH_CLIENT_POOLED_PORT=$pooler_port
 }
 
 run_python() {
@@ -133,6 +135,7 @@ run_typescript() {
   cp -R "$src/src" "$src/test" "$src/examples" "$src/bench" "$src/package.json" \
     "$src/package-lock.json" "$src/tsconfig.json" "$dst/"
   node_install "$dst"
+  start_pooler
   cd "$dst"
   node_modules/.bin/tsc -p tsconfig.json
   if [ -n "${IDEMWATCH_CLIENT_BENCH:-}" ]; then

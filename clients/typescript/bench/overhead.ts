@@ -3,13 +3,15 @@
 //   IDEMWATCH_CLIENT_HOST=... IDEMWATCH_CLIENT_PORT=... IDEMWATCH_CLIENT_DATABASE=... \
 //   IDEMWATCH_CLIENT_USER=... node dist/bench/overhead.js [CALLS]
 //
-// Three series over CALLS new keys each (default 10,000), one connection, median and p99 in
+// Five series over CALLS new keys each (default 10,000), one connection, median and p99 in
 // microseconds: a bare `SELECT * FROM idem.begin(...)`; bare begin + complete (the least a correct
-// caller sends); the guarded call with an empty body (begin + complete through Guard.run).
+// caller sends, unnamed); the same through Protocol, its calls prepared once the connection (as
+// shipped) and unnamed; the guarded call with an empty body (begin + complete through Guard.run).
 import { randomUUID } from "node:crypto";
 import { Client } from "pg";
 
-import { BEGIN_SQL, COMPLETE_SQL, Guard } from "../src";
+import { BEGIN_SQL, COMPLETE_SQL, Guard, Protocol } from "../src";
+import type { Statements } from "../src";
 
 function percentile(samples: number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -28,6 +30,14 @@ async function main(calls: number) {
   const run = randomUUID().slice(0, 8);
   const payload = JSON.stringify({ amount_minor: 2990, currency: "CNY" });
   const guard = new Guard(client);
+  const protocolRound = (statements: Statements, tag: string) => {
+    const protocol = new Protocol(client, { statements });
+    return async (i: number) => {
+      const key = `bench-${run}-${tag}-${i}`;
+      const begun = await protocol.begin({ key, bizType: "bench", bizId: key, tool: "pay", triggerSource: "initial", payload: { amount_minor: 2990, currency: "CNY" } });
+      await protocol.complete(key, begun.version!, { ok: true }, begun.claimToken);
+    };
+  };
 
   const series: Array<[string, (i: number) => Promise<unknown>]> = [
     [
@@ -45,6 +55,8 @@ async function main(calls: number) {
         await client.query(COMPLETE_SQL, [key, rows[0].version, '{"ok": true}', rows[0].claim_token]);
       },
     ],
+    ["protocol b+c prepared", protocolRound("prepared", "p")],
+    ["protocol b+c unnamed", protocolRound("unnamed", "u")],
     [
       "guarded call",
       async (i) => {

@@ -28,7 +28,7 @@ import { performance } from "node:perf_hooks";
 
 import * as errors from "./errors";
 import { stableKey } from "./keys";
-import { BeginResult, Claim, DEFAULT_LEASE_MS, Protocol, Queryable } from "./protocol";
+import { BeginResult, Claim, DEFAULT_LEASE_MS, Protocol, Queryable, Statements } from "./protocol";
 import { parseTriggerSource } from "./vocabulary";
 import type { Outcome, TriggerSource } from "./vocabulary";
 
@@ -159,6 +159,8 @@ export interface GuardOptions {
   resendPausesMs?: readonly number[];
   /** Maps a tool body's error to how it is reported; return undefined for the default. */
   classify?: (err: unknown) => Failure | undefined;
+  /** How the claim's calls are sent (Protocol's `statements`): "prepared", the default, or "unnamed". */
+  statements?: Statements;
 }
 
 export type Body<T> = (signal: AbortSignal) => Promise<T> | T;
@@ -172,7 +174,7 @@ export class Guard {
   private readonly pending = new Set<Promise<void>>();
 
   constructor(db: Queryable, options: GuardOptions = {}) {
-    this.protocol = new Protocol(db);
+    this.protocol = new Protocol(db, { statements: options.statements });
     this.leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
     this.resendPausesMs = options.resendPausesMs ?? RESEND_PAUSES_MS;
     this.classify = options.classify;

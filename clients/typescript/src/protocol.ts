@@ -14,9 +14,26 @@ import {
 } from "./vocabulary";
 import type { FundFlowKind, Outcome, RecordStatus, ResultCode, StatementLineResult, TriggerSource } from "./vocabulary";
 
-/** What the protocol needs of node-postgres: a pg.Pool, a pg.Client or a pg.PoolClient. */
+/**
+ * What the protocol needs of node-postgres: a pg.Pool, a pg.Client or a pg.PoolClient. A claim's
+ * calls are prepared only on those three (a named query, `{ name, text, values }`); anything else
+ * answering `query(text, values)` gets every call unnamed.
+ */
 export interface Queryable {
   query(text: string, values?: unknown[]): Promise<{ rows: any[] }>;
+}
+
+/**
+ * How a claim's four calls (begin, complete, fail, markUnknown) are sent. "prepared" (the
+ * default): once a connection as a named statement, which spares the server parsing and planning
+ * them on every call, and unnamed behind a pooler that shares server connections between clients
+ * (PgBouncer in transaction mode), where a connection's statements are not its own. "unnamed": every
+ * call parsed and planned anew.
+ */
+export type Statements = "prepared" | "unnamed";
+
+export interface ProtocolOptions {
+  statements?: Statements;
 }
 
 // Every parameter typed, so that a NULL never leaves the function call ambiguous.
@@ -183,13 +200,110 @@ function json(value: unknown): string {
 export const SERIALIZATION_RETRIES = 8;
 const TRANSIENT = new Set(["40001", "40P01"]);
 
+/**
+ * A prepared statement's name: the call's and a hash of its text (64-bit FNV-1a), so that on a
+ * server connection a pooler shares, a name always means the same text whichever client prepared it.
+ */
+export function preparedName(what: string, sql: string): string {
+  let hash = 0xcbf29ce484222325n;
+  for (const byte of Buffer.from(sql, "utf8")) {
+    hash = ((hash ^ BigInt(byte)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  }
+  return `idem_${what}_${hash.toString(16).padStart(16, "0")}`;
+}
+
+const CLAIM_STATEMENTS = new Map(
+  Object.entries({ begin: BEGIN_SQL, complete: COMPLETE_SQL, fail: FAIL_SQL, mark_unknown: MARK_UNKNOWN_SQL }).map(
+    ([what, sql]) => [sql, preparedName(what, sql)],
+  ),
+);
+
+/**
+ * What the server answers when a prepared statement is not there as the connection left it: the
+ * session lost it (26000), another client's holds the name (42P05), or its plan no longer fits
+ * (0A000 "cached plan must not change result type"). Nothing ran: the call runs again unnamed.
+ */
+export function preparedStatementLost(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code === "26000" || code === "42P05") return true;
+  const message = String((err as { message?: unknown } | null)?.message ?? "");
+  return code === "0A000" && message.includes("cached plan must not change result type");
+}
+
+interface PgClientLike extends Queryable {
+  processID: number | null;
+}
+interface PgPoolLike extends Queryable {
+  totalCount: number;
+  connect(): Promise<PgClientLike & { release(err?: Error | boolean): void }>;
+}
+
+const SERVER_PID_SQL = "SELECT pg_catalog.pg_backend_pid() AS pid";
+// Per pg.Pool, pg.Client or pg.PoolClient: whether a claim's calls are prepared there. Asked once.
+const preparing = new WeakMap<object, Promise<boolean>>();
+
+// A pooler answers the startup itself: the backend pid a connection was told is not its server's.
+// A pool's connections all go to one address, so one of them answers for the pool.
+async function ownSession(db: Queryable): Promise<boolean> {
+  const pool = db as Partial<PgPoolLike>;
+  if (typeof pool.totalCount === "number" && typeof pool.connect === "function") {
+    const client = await pool.connect();
+    try {
+      return await ownSession(client);
+    } finally {
+      client.release();
+    }
+  }
+  const client = db as Partial<PgClientLike>;
+  if (typeof client.processID !== "number") return false;
+  const { rows } = await db.query(SERVER_PID_SQL);
+  return rows[0]?.pid === client.processID;
+}
+
+function prepares(db: Queryable): Promise<boolean> {
+  let answer = preparing.get(db);
+  if (answer === undefined) {
+    answer = ownSession(db);
+    preparing.set(db, answer);
+    // A check that failed (the server unreachable) is asked again by the next call.
+    answer.catch(() => preparing.delete(db));
+  }
+  return answer;
+}
+
 export class Protocol {
-  constructor(readonly db: Queryable) {}
+  readonly statements: Statements;
+
+  constructor(
+    readonly db: Queryable,
+    options: ProtocolOptions = {},
+  ) {
+    const statements = options.statements ?? "prepared";
+    if (statements !== "prepared" && statements !== "unnamed") {
+      throw new TypeError(`Protocol: statements must be "prepared" or "unnamed", got ${JSON.stringify(statements)}`);
+    }
+    this.statements = statements;
+  }
+
+  // The query as sent: a claim's call named where this connection prepares, else its text alone.
+  private async send(sql: string, values: unknown[]): Promise<{ rows: any[] }> {
+    const name = this.statements === "prepared" ? CLAIM_STATEMENTS.get(sql) : undefined;
+    if (name === undefined || !(await prepares(this.db))) return this.db.query(sql, values);
+    const named = this.db as unknown as { query(config: { name: string; text: string; values: unknown[] }): Promise<{ rows: any[] }> };
+    try {
+      return await named.query({ name, text: sql, values });
+    } catch (err) {
+      if (!preparedStatementLost(err)) throw err;
+      // Nothing ran. This connection's statements are not its own: unnamed from now on.
+      preparing.set(this.db, Promise.resolve(false));
+      return this.db.query(sql, values);
+    }
+  }
 
   private async one(sql: string, values: unknown[]): Promise<any> {
     for (let attempt = 1; ; attempt++) {
       try {
-        const { rows } = await this.db.query(sql, values);
+        const { rows } = await this.send(sql, values);
         return rows[0];
       } catch (err) {
         const code = (err as { code?: unknown }).code;

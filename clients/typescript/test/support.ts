@@ -21,6 +21,13 @@ export const connection = {
 };
 export const writer = { ...connection, user: env("IDEMWATCH_CLIENT_USER") };
 export const superuser = { ...connection, user: env("IDEMWATCH_CLIENT_ADMIN_USER") };
+/** The writer through PgBouncer in transaction mode, with fewer server connections than clients. */
+export const pooledWriter = {
+  host: env("IDEMWATCH_CLIENT_POOLED_HOST"),
+  port: Number(env("IDEMWATCH_CLIENT_POOLED_PORT")),
+  database: connection.database,
+  user: writer.user,
+};
 /** The gateway's side (webhooks, statements): a login holding only idem_ledger. */
 export const ledger = { ...connection, user: env("IDEMWATCH_CLIENT_LEDGER_USER") };
 
