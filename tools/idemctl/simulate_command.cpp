@@ -79,6 +79,11 @@ int runSimulate(const std::vector<std::string>& args, Streams streams,
                "ledger or the downstream shows the side effect, FAILED where neither does; "
                "0 = never",
                config.settleEvery);
+  cli.flag("settle-until-done",
+           "with --settle-every: after the agents stop, go on settling (and expiring leases and "
+           "reconciling) until none of this run's records is stuck, at most a lease and three "
+           "rounds longer",
+           config.settleUntilDone);
   cli.duration("reconcile-every", "run idem.reconcile() this often; 0 = never",
                config.reconcileEvery);
   cli.text("operator-dsn", "DSN", "the operator's login, an idem_operator (default: --db.dsn)",

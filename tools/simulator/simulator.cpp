@@ -1,5 +1,6 @@
 #include "simulator.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <iomanip>
@@ -191,6 +192,30 @@ void carelessOperatorRound(pqxx::connection& connection, const std::string& pref
 // gateway's or the coupon system's console, and settles by what it says. The server has the last
 // word: a refusal (the side effect recorded meanwhile, a live lease, someone decided first) is
 // counted and the record left for the next round.
+// Waits, with the helpers still running, until none of this run's records is stuck or a lease and
+// three of the helpers' rounds have passed (a record the operator cannot settle stays stuck).
+void awaitSettled(const SimulationConfig& config, const std::atomic<bool>& stop,
+                  TrafficCounters& counters) {
+  const auto round =
+      std::max({config.settleEvery, config.expireLeasesEvery, config.reconcileEvery});
+  const auto deadline = Clock::now() + config.lease + 3 * round;
+  const std::string prefix = config.runId.empty() ? "" : config.runId + "-";
+  std::unique_ptr<pqxx::connection> connection;
+  while (!stop.load() && Clock::now() < deadline) {
+    try {
+      if (!connection) connection = connect(config.connection);
+      ReadTransaction tx(*connection);
+      const bool stuck = !tx.exec_params(kStuck, prefix).empty();
+      tx.commit();
+      if (!stuck) return;
+    } catch (const DatabaseError&) {
+      counters.roundsFailed.fetch_add(1);
+      connection.reset();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
 void operatorRound(pqxx::connection& connection, const SimulationConfig& config,
                    TrafficCounters& counters, const Downstream& downstream) {
   const std::string prefix = config.runId.empty() ? "" : config.runId + "-";
@@ -482,6 +507,8 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
   }
   agents.clear();
   tool.reset();
+  if (config.settleUntilDone && config.settleEvery.count() > 0)
+    awaitSettled(config, stop, counters);
   agentsDone.store(true);
   helpers.clear();
   gatewayDone.store(true);

@@ -76,6 +76,11 @@ struct SimulationConfig {
   // where nothing did), through idem::settleRecord; 0: never. With carelessRate > 0 the operator
   // is careless too: it also tries to settle FAILED records whose lease is live.
   std::chrono::milliseconds settleEvery{0};
+  // With settleEvery: after the last agent stops, the operator, the lease sweeper and the
+  // reconciler go on until none of this run's records is stuck (at most a lease and three of their
+  // rounds longer), as people finish the day's queue. Off: they stop with the agents, and a claim
+  // that crashed near the end is left for whoever looks next.
+  bool settleUntilDone = false;
   // idem.reconcile() this often; 0: never.
   std::chrono::milliseconds reconcileEvery{0};
   // Whom the operator and the reconciler log in as (an idem_operator and an idem_reconciler
