@@ -184,14 +184,6 @@ void carelessOperatorRound(pqxx::connection& connection, const std::string& pref
   }
 }
 
-// The operator of the seeds: looks at the evidence of each stuck record and decides. The ledger's
-// word first: SUCCESS where it records the side effect (the server's idem.side_effect_of). Where it
-// does not, FAILED on the ledger's word only when the gateway's statement has caught up (every
-// movement the downstream made is in it); otherwise, and always for a side effect that leaves no
-// ledger line (a coupon), the operator asks the downstream itself, as a person checks the
-// gateway's or the coupon system's console, and settles by what it says. The server has the last
-// word: a refusal (the side effect recorded meanwhile, a live lease, someone decided first) is
-// counted and the record left for the next round.
 // Waits, with the helpers still running, until none of this run's records is stuck or a lease and
 // three of the helpers' rounds have passed (a record the operator cannot settle stays stuck).
 void awaitSettled(const SimulationConfig& config, const std::atomic<bool>& stop,
@@ -216,6 +208,14 @@ void awaitSettled(const SimulationConfig& config, const std::atomic<bool>& stop,
   }
 }
 
+// The operator of the seeds: looks at the evidence of each stuck record and decides. The ledger's
+// word first: SUCCESS where it records the side effect (the server's idem.side_effect_of). Where it
+// does not, FAILED on the ledger's word only when the gateway's statement has caught up (every
+// movement the downstream made is in it); otherwise, and always for a side effect that leaves no
+// ledger line (a coupon), the operator asks the downstream itself, as a person checks the
+// gateway's or the coupon system's console, and settles by what it says. The server has the last
+// word: a refusal (the side effect recorded meanwhile, a live lease, someone decided first) is
+// counted and the record left for the next round.
 void operatorRound(pqxx::connection& connection, const SimulationConfig& config,
                    TrafficCounters& counters, const Downstream& downstream) {
   const std::string prefix = config.runId.empty() ? "" : config.runId + "-";
