@@ -57,11 +57,16 @@ describe("a connection of its own", () => {
       const prefix = unique("pool-prepared");
       const protocol = new Protocol(pool);
       await Promise.all(Array.from({ length: 6 }, (_, n) => claimAndComplete(protocol, `${prefix}-${n}`)));
-      const client = await pool.connect();
+      // Every connection the pool opened, all idle now: each holds the statements it ran.
+      const opened = pool.totalCount;
+      assert.ok(opened > 1, `six concurrent claims opened ${opened} connection(s)`);
+      const clients = await Promise.all(Array.from({ length: opened }, () => pool.connect()));
       try {
-        assert.ok((await preparedHere(client)).some((name) => name.startsWith("idem_begin_")));
+        for (const client of clients) {
+          assert.ok((await preparedHere(client)).some((name) => name.startsWith("idem_begin_")));
+        }
       } finally {
-        client.release();
+        for (const client of clients) client.release();
       }
       assert.equal(await countWhere("SELECT count(*) FROM idem.records WHERE biz_id LIKE $1 AND status = 'SUCCESS'", prefix), 6);
     } finally {
