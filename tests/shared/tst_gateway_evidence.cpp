@@ -554,6 +554,60 @@ class TestGatewayEvidence : public QObject {
     QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id = 'ord-10'"), 1LL);
   }
 
+  // Two files that share a line, imported at the same moment: the second waits on the first's
+  // line, then stops with 40001 naming it, nothing of it written; run again, it adds only what
+  // is new. The shared line, its flow and the record's decision each exist once.
+  void concurrentImportsOfOverlappingFilesKeepEachLineOnce() {
+    lostAnswer("ord-ov:pay", "ord-ov");
+    const std::vector<Line> first = {
+        {.lineId = "txn_ov", .key = "ord-ov:pay", .ref = "ch_ov"},
+        {.lineId = "txn_ovf", .sourceLine = 3, .kind = "", .amount = 9}};
+    const std::vector<Line> second = {
+        {.lineId = "txn_ovn", .sourceLine = 2, .kind = "", .amount = 7},
+        {.lineId = "txn_ov", .sourceLine = 3, .key = "ord-ov:pay", .ref = "ch_ov"}};
+    As a(*db_, ledger_);
+    As b(*db_, ledger_);
+    pqxx::work tx(a.connection);
+    const long long statement =
+        tx.exec_params1(
+              "SELECT statement_id FROM idem.open_statement('stripe', 'stripe', 'a.csv', $1)",
+              std::string(64, '3'))[0]
+            .as<long long>();
+    tx.exec_params("SELECT idem.add_statement_lines($1, $2::jsonb)", statement, toJson(first));
+    // (import() reports SQL errors; a rollback of the transaction is what the caller retries.)
+    auto racing = std::async(std::launch::async, [&]() -> Imported {
+      try {
+        return import(second, std::string(64, '4'), "stripe", {}, &b.connection);
+      } catch (const pqxx::serialization_failure& e) {
+        return {.sqlstate = "40001", .message = e.what()};
+      }
+    });
+    QVERIFY(racing.wait_for(std::chrono::milliseconds(500)) == std::future_status::timeout);
+    tx.exec_params("SELECT * FROM idem.close_statement($1, 2, NULL, NULL, false)", statement);
+    tx.commit();
+    const Imported stopped = racing.get();
+    QCOMPARE(stopped.sqlstate, std::string("40001"));
+    QVERIFY2(stopped.message.find("line 3: line id 'txn_ov' was imported meanwhile by a "
+                                  "concurrent import of another file") != std::string::npos,
+             stopped.message.c_str());
+    QCOMPARE(count("SELECT count(*) FROM idem.statement_lines WHERE line_id = 'txn_ovn'"), 0LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.statements WHERE file_sha256 = '" +
+                   std::string(64, '4') + "'"),
+             0LL);
+
+    const Imported again = import(second, std::string(64, '4'));
+    QCOMPARE(again.sqlstate, std::string());
+    QCOMPARE(count("SELECT new_lines FROM idem.statements WHERE id = " +
+                   std::to_string(again.statementId)),
+             1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.statement_lines WHERE line_id LIKE 'txn_ov%'"), 3LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id = 'ord-ov'"), 1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key = 'ord-ov:pay' "
+                   "AND to_status = 'SUCCESS'"),
+             1LL);
+    QCOMPARE(statusOf("ord-ov:pay"), std::string("SUCCESS"));
+  }
+
   void aLineChangedSinceAnEarlierFileStopsTheWholeImport() {
     import({{.lineId = "txn_11", .kind = "", .amount = 100 }});
     const long long statements = count("SELECT count(*) FROM idem.statements");

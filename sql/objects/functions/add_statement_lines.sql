@@ -218,9 +218,8 @@ BEGIN
     -- A side effect of an UNKNOWN record, or of one PROCESSING past its lease, resolves it
     -- SUCCESS through idem.decide, the line as evidence (idem.apply_gateway_evidence's rule).
     FOR l IN
-        SELECT n.*, b.fields, x.version
+        SELECT n.*, x.version
           FROM pg_temp.statement_new AS n
-          JOIN pg_temp.statement_batch AS b ON b.line_id = n.line_id
          CROSS JOIN LATERAL (
                SELECT x.version FROM idem.records AS x
                 WHERE x.idempotency_key = n.record_key
@@ -240,8 +239,7 @@ BEGIN
                                       'line_id', l.line_id, 'source_line', l.source_line,
                                       'gateway_ref', l.v_ref, 'kind', l.flow_kind,
                                       'amount_minor', l.amount_minor, 'currency', l.currency,
-                                      'booked_at', l.booked_at, 'fields', l.fields,
-                                      'matched', l.detail)
+                                      'booked_at', l.booked_at, 'matched', l.detail)
                    || jsonb_build_object('flow_id', l.flow_id), false) AS d;
         IF v_ok THEN
             v_decided := v_decided || l.line_id;
@@ -250,8 +248,11 @@ BEGIN
     UPDATE pg_temp.statement_new AS n SET decided = true WHERE n.line_id = ANY (v_decided);
 
     -- The lines, each written once with what it was found to be (a line going the one-line way
-    -- as unmatched, matched next).
-    WITH added AS (
+    -- as unmatched, matched next). None of them is held (statement_held above), so a line id that
+    -- meets one here was committed meanwhile by a concurrent import of another file, which this
+    -- insert waited for. A plain insert, not ON CONFLICT: that would pay for a speculative
+    -- insertion on every line to guard against what only a race does.
+    BEGIN
         INSERT INTO idem.statement_lines AS x (
             gateway, line_id, statement_id, source_line, category, flow_kind, amount_minor,
             currency, fee_minor, booked_at, value_date, gateway_ref, idempotency_key, biz_id,
@@ -270,12 +271,9 @@ BEGIN
                END
           FROM pg_temp.statement_new AS n
           JOIN pg_temp.statement_batch AS b ON b.line_id = n.line_id
-         ORDER BY n.source_line
-        ON CONFLICT (gateway, line_id) DO NOTHING
-        RETURNING x.id
-    )
-    SELECT count(*) INTO v_new FROM added;
-    IF v_new < (SELECT count(*) FROM pg_temp.statement_new) THEN
+         ORDER BY n.source_line;
+        GET DIAGNOSTICS v_new = ROW_COUNT;
+    EXCEPTION WHEN unique_violation THEN
         SELECT n.source_line, n.line_id INTO l
           FROM pg_temp.statement_new AS n
          CROSS JOIN LATERAL (SELECT x.statement_id FROM idem.statement_lines AS x
@@ -283,10 +281,10 @@ BEGIN
          WHERE x.statement_id <> p_statement_id
          ORDER BY n.source_line LIMIT 1;
         RAISE EXCEPTION 'line %: line id % was imported meanwhile by a concurrent import of another file',
-            l.source_line, quote_literal(l.line_id)
+            coalesce(l.source_line::text, '?'), coalesce(quote_literal(l.line_id), '(unknown)')
             USING ERRCODE = 'serialization_failure',
                   HINT = 'Nothing of this file was imported: import it again.';
-    END IF;
+    END;
     FOR l IN
         SELECT x.id FROM pg_temp.statement_new AS n
          CROSS JOIN LATERAL (SELECT x.id FROM idem.statement_lines AS x

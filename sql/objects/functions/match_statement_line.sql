@@ -31,8 +31,7 @@ BEGIN
                                       'line_id', l.line_id, 'source_line', l.source_line,
                                       'gateway_ref', v_ref, 'kind', l.flow_kind,
                                       'amount_minor', l.amount_minor, 'currency', l.currency,
-                                      'booked_at', l.booked_at, 'fields', l.fields,
-                                      'matched', m.detail));
+                                      'booked_at', l.booked_at, 'matched', m.detail));
         UPDATE idem.statement_lines AS x
            SET result = a.result, record_key = m.record_key, flow_id = a.flow_id,
                detail = m.detail || CASE WHEN a.result = 'duplicate'
