@@ -9,7 +9,10 @@
 #
 #   bench/statements/run.sh [--build BUILD_DIR] [LINES...]     (default: 100000 1000000)
 #   env: BATCH_CHECK=1 also imports the file into a database without records (nothing to match:
-#        the parser, the JSON and the inserts alone); KEEP_CSV=DIR keeps the generated files there.
+#        the parser, the JSON and the inserts alone); KEEP_CSV=DIR keeps the generated files there;
+#        UNKNOWN_PCT (30) and CALLBACK_PCT (30): the shares of the charges whose record is UNKNOWN
+#        and whose flow a callback already recorded (bench/statements/setup.sql); PG_EXTRA_OPTS:
+#        server settings for the private cluster (scripts/lib/pg.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
@@ -87,7 +90,8 @@ for n in "${sizes[@]}"; do
   psql "$PG_DSN" -qc "DO \$\$ BEGIN CREATE ROLE bench_ledger LOGIN IN ROLE idem_ledger;
                       EXCEPTION WHEN duplicate_object THEN NULL; END \$\$"
   start=$(now_ns)
-  psql "$dsn" -q -v lines="$n" -v gateway="$gateway" -f "$root/bench/statements/setup.sql" >/dev/null
+  psql "$dsn" -q -v lines="$n" -v gateway="$gateway" -v unknown_pct="${UNKNOWN_PCT:-30}" \
+    -v callback_pct="${CALLBACK_PCT:-30}" -f "$root/bench/statements/setup.sql" >/dev/null
   echo "setup: $(psql "$dsn" -Atc "SELECT count(*) || ' records (' || count(*) FILTER (WHERE status = 'UNKNOWN') || ' UNKNOWN), ' || (SELECT count(*) FROM idem.fund_flows) || ' flows' FROM idem.records") in $(secs $(($(now_ns) - start))) s"
 
   # The baseline: the same file through psql \copy, into an UNLOGGED table, then a logged one.

@@ -2,21 +2,32 @@
 -- made the way money/generate.sql makes them (one INSERT ... SELECT generate_series a table, as the
 -- owner with the triggers off: rows as the protocol would have left them, secondary indexes
 -- dropped before the load and built after it).
--- Usage: psql -v lines=1000000 -v gateway=stripe-bench -f setup.sql
+-- Usage: psql -v lines=1000000 -v gateway=stripe-bench [-v unknown_pct=30 -v callback_pct=30]
+--        -f setup.sql
 --
--- A charge on line i (i % 20 <= 16) has, by its block b = (i / 20) % 10:
---   b 0-2   an UNKNOWN record (the call timed out): the line resolves it SUCCESS     (30%)
---   b 3-5   a SUCCESS record whose DEBIT a callback already recorded under its charge id
---   b 6-8   a SUCCESS record without a flow: the line records it
---   b 9     no record: the line stays unmatched                                       (10%)
+-- A charge on line i (i % 20 <= 16) has, by its share u = ((i / 20) % 10) * 10 + (i / 200) % 10
+-- (0 to 99, spread evenly over the file), with U = unknown_pct and C = callback_pct (default 30 and
+-- 30):
+--   u < U            an UNKNOWN record (the call timed out): the line resolves it SUCCESS
+--   U <= u < U + C   a SUCCESS record whose DEBIT a callback already recorded under its charge id
+--   U + C <= u < 90  a SUCCESS record without a flow: the line records it
+--   u >= 90          no record: the line stays unmatched                                 (10%)
 -- payment records, key ord-<i>-pay, business object order:<i>, request {amount_minor, currency}
 -- as the file charges it, except every 250th (i % 250 = 1), which asked one minor unit more: a
 -- mismatch. The gateway carries payment, so the charges without a key (i % 20 = 5) match by their
--- business object (b 3-5: by the charge id of the recorded flow).
+-- business object (those with a recorded flow: by its charge id).
 \set ON_ERROR_STOP on
 SET session_replication_role = replica;
 SET maintenance_work_mem = '512MB';
 SET synchronous_commit = off;
+\if :{?unknown_pct}
+\else
+\set unknown_pct 30
+\endif
+\if :{?callback_pct}
+\else
+\set callback_pct 30
+\endif
 
 SELECT idem.declare_gateway(:'gateway', '{payment}', interval '3 days', false);
 
@@ -28,13 +39,14 @@ SELECT 'DROP INDEX ' || string_agg('idem.' || quote_ident(indexname), ', ') AS d
 :drop_indexes;
 
 CREATE TEMP TABLE g AS
-SELECT i, b,
+SELECT i, u,
        timestamptz '2026-11-30 00:00:00+00' + (i::numeric * 86400 / (:lines + 1) - 5) * interval '1 second' AS t,
        CASE WHEN i % 100 < 80 THEN 'USD' WHEN i % 100 < 95 THEN 'EUR' ELSE 'JPY' END AS currency,
        500 + (i::bigint * 7919) % 99500 AS amount,
-       CASE WHEN b < 3 THEN 'UNKNOWN' ELSE 'SUCCESS' END AS status
-  FROM generate_series(1, :lines) AS i, LATERAL (SELECT (i / 20) % 10 AS b) AS x
- WHERE i % 20 <= 16 AND b < 9;
+       CASE WHEN u < :unknown_pct THEN 'UNKNOWN' ELSE 'SUCCESS' END AS status
+  FROM generate_series(1, :lines) AS i,
+       LATERAL (SELECT ((i / 20) % 10) * 10 + (i / 200) % 10 AS u) AS x
+ WHERE i % 20 <= 16 AND u < 90;
 
 INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status, version,
                           lease_expires_at, request_payload, response_payload, attempt_count,
@@ -64,7 +76,7 @@ INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, ext
 SELECT 'payment', 'order:' || i, 'DEBIT', amount, currency, 'ch_3Qb' || lpad(i::text, 12, '0'),
        'ord-' || i || '-pay', NULL, t + interval '2 seconds', 'ledger', 'bench'
   FROM g
- WHERE b BETWEEN 3 AND 5 AND i % 250 <> 1;
+ WHERE u >= :unknown_pct AND u < :unknown_pct + :callback_pct AND i % 250 <> 1;
 INSERT INTO idem.ledger_objects (biz_type, biz_id, touched_at)
 SELECT biz_type, biz_id, min(created_at) FROM idem.fund_flows GROUP BY 1, 2
     ON CONFLICT DO NOTHING;
