@@ -22,7 +22,8 @@ DO $$ DECLARE r record; BEGIN
   FOR r IN SELECT indexname FROM saved_indexes LOOP EXECUTE format('DROP INDEX idem.%I', r.indexname); END LOOP;
 END $$;
 
-\set ops (:attempts * 77 / 100)
+-- (In bigint: 77 times 28M attempts or more is past an integer.)
+\set ops (:attempts::bigint * 77 / 100)
 \set span_seconds (:attempts::numeric / :per_day * 86400)
 
 INSERT INTO idem.records (idempotency_key, biz_type, biz_id, tool, request_hash, status, version,
@@ -52,7 +53,7 @@ SELECT 'h-' || r, CASE WHEN r % 10 < 6 THEN 'payment' WHEN r % 10 < 8 THEN 'refu
             WHEN i % 100 < 99 THEN 'payload_mismatch' ELSE 'rejected' END,
        md5(r::text), 'agent-' || (i % 16), 'trace-' || i,
        now() - (:span_seconds * (1 - i::numeric / :attempts)) * interval '1 second'
-  FROM (SELECT i, greatest(1, (i * 77 / 100))::bigint AS r FROM generate_series(1, :attempts) AS i) AS g;
+  FROM (SELECT i, greatest(1, i * 77 / 100) AS r FROM generate_series(1, :attempts::bigint) AS i) AS g;
 
 INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, external_ref, idempotency_key, duplicate_of, created_at, recorded_by)
 SELECT biz_type, biz_id, 'DEBIT', 2990, 'CNY', 'gw-' || idempotency_key, idempotency_key, NULL, updated_at, 'ledger'
