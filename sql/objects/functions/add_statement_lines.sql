@@ -248,11 +248,11 @@ BEGIN
     UPDATE pg_temp.statement_new AS n SET decided = true WHERE n.line_id = ANY (v_decided);
 
     -- The lines, each written once with what it was found to be (a line going the one-line way
-    -- as unmatched, matched next). None of them is held (statement_held above), so a line id that
-    -- meets one here was committed meanwhile by a concurrent import of another file, which this
-    -- insert waited for. A plain insert, not ON CONFLICT: that would pay for a speculative
-    -- insertion on every line to guard against what only a race does.
-    BEGIN
+    -- as unmatched, matched next). ON CONFLICT, not a plain insert in a block that catches the
+    -- unique violation: such a block is a subtransaction, and a large file's dozens of them would
+    -- overflow this backend's cache of subtransaction ids, slowing every snapshot on the server
+    -- until the import ends.
+    WITH added AS (
         INSERT INTO idem.statement_lines AS x (
             gateway, line_id, statement_id, source_line, category, flow_kind, amount_minor,
             currency, fee_minor, booked_at, value_date, gateway_ref, idempotency_key, biz_id,
@@ -271,9 +271,12 @@ BEGIN
                END
           FROM pg_temp.statement_new AS n
           JOIN pg_temp.statement_batch AS b ON b.line_id = n.line_id
-         ORDER BY n.source_line;
-        GET DIAGNOSTICS v_new = ROW_COUNT;
-    EXCEPTION WHEN unique_violation THEN
+         ORDER BY n.source_line
+        ON CONFLICT (gateway, line_id) DO NOTHING
+        RETURNING x.id
+    )
+    SELECT count(*) INTO v_new FROM added;
+    IF v_new < (SELECT count(*) FROM pg_temp.statement_new) THEN
         SELECT n.source_line, n.line_id INTO l
           FROM pg_temp.statement_new AS n
          CROSS JOIN LATERAL (SELECT x.statement_id FROM idem.statement_lines AS x
@@ -281,10 +284,10 @@ BEGIN
          WHERE x.statement_id <> p_statement_id
          ORDER BY n.source_line LIMIT 1;
         RAISE EXCEPTION 'line %: line id % was imported meanwhile by a concurrent import of another file',
-            coalesce(l.source_line::text, '?'), coalesce(quote_literal(l.line_id), '(unknown)')
+            l.source_line, quote_literal(l.line_id)
             USING ERRCODE = 'serialization_failure',
                   HINT = 'Nothing of this file was imported: import it again.';
-    END;
+    END IF;
     FOR l IN
         SELECT x.id FROM pg_temp.statement_new AS n
          CROSS JOIN LATERAL (SELECT x.id FROM idem.statement_lines AS x
