@@ -90,6 +90,10 @@ class TestSimulator : public QObject {
     sim::SimulationConfig c = faultTestConfig(*db_);
     c.bizTypes = {"refund", "payout", "coupon"};
     c.operations = 900;
+    // The logins of a deployment: the agents' may not read the records, so the wait for the
+    // queue to drain reads them as the operator.
+    c.connection.dsn = db_->dsnAs(db_->createLoginRole("rex", "idem_writer"));
+    c.ledgerConnection.dsn = db_->dsnAs(db_->createLoginRole("gail", "idem_ledger"));
     c.operatorConnection.dsn = db_->dsnAs(db_->createLoginRole("olga", "idem_operator"));
     c.reconcilerConnection.dsn = db_->dsnAs(db_->createLoginRole("rita", "idem_reconciler"));
     c.settleEvery = std::chrono::milliseconds(50);

@@ -81,8 +81,9 @@ int runSimulate(const std::vector<std::string>& args, Streams streams,
                config.settleEvery);
   cli.flag("settle-until-done",
            "with --settle-every: after the agents stop, go on settling (and expiring leases and "
-           "reconciling) until none of this run's records is stuck, at most a lease and three "
-           "rounds longer",
+           "reconciling) until none of this run's records is PROCESSING or UNKNOWN: through a "
+           "lease, then while they keep falling (three rounds, at least 1s, without one settled "
+           "end it)",
            config.settleUntilDone);
   cli.duration("reconcile-every", "run idem.reconcile() this often; 0 = never",
                config.reconcileEvery);

@@ -5,6 +5,7 @@
 #include <deque>
 #include <iomanip>
 #include <mutex>
+#include <optional>
 #include <pqxx/pqxx>
 #include <sstream>
 #include <thread>
@@ -184,22 +185,38 @@ void carelessOperatorRound(pqxx::connection& connection, const std::string& pref
   }
 }
 
-// Waits, with the helpers still running, until none of this run's records is stuck or a lease and
-// three of the helpers' rounds have passed (a record the operator cannot settle stays stuck).
+// How many of this run's records are still open: PROCESSING or UNKNOWN. Once the agents have
+// stopped, a PROCESSING record is a claim whose agent crashed, though its lease may still run.
+constexpr const char* kOpen =
+    "SELECT count(*) FROM idem.records WHERE status IN ('PROCESSING', 'UNKNOWN') "
+    "AND left(biz_id, length($1)) = $1";
+
+// Waits, with the helpers still running, until none of this run's records is open: through a
+// lease (a crashed claim cannot be settled before its lease ends), then for as long as the open
+// records keep falling; three of the helpers' rounds (at least a second) without one settled ends
+// the wait (a record the operator cannot settle stays open). Read as the operator, whose login may
+// read the records (the agents' may not).
 void awaitSettled(const SimulationConfig& config, const std::atomic<bool>& stop,
                   TrafficCounters& counters) {
   const auto round =
       std::max({config.settleEvery, config.expireLeasesEvery, config.reconcileEvery});
-  const auto deadline = Clock::now() + config.lease + 3 * round;
+  const auto patience = std::max<Clock::duration>(3 * round, std::chrono::seconds(1));
+  auto lastProgress = Clock::now() + config.lease;
+  std::optional<long long> fewest;
   const std::string prefix = config.runId.empty() ? "" : config.runId + "-";
   std::unique_ptr<pqxx::connection> connection;
-  while (!stop.load() && Clock::now() < deadline) {
+  while (!stop.load() && Clock::now() - lastProgress < patience) {
     try {
-      if (!connection) connection = connect(config.connection);
-      ReadTransaction tx(*connection);
-      const bool stuck = !tx.exec_params(kStuck, prefix).empty();
-      tx.commit();
-      if (!stuck) return;
+      const long long open = translatingErrors("wait for the run's records to settle", [&] {
+        if (!connection) connection = connect(orAgents(config.operatorConnection, config));
+        ReadTransaction tx(*connection);
+        const auto n = tx.exec_params1(kOpen, prefix)[0].as<long long>();
+        tx.commit();
+        return n;
+      });
+      if (open == 0) return;
+      if (fewest && open < *fewest) lastProgress = std::max(lastProgress, Clock::now());
+      if (!fewest || open < *fewest) fewest = open;
     } catch (const DatabaseError&) {
       counters.roundsFailed.fetch_add(1);
       connection.reset();
@@ -465,6 +482,19 @@ SimulationSummary simulate(const SimulationConfig& config, const std::atomic<boo
   // until the agents are done and then once more, so the run ends with the statement in the ledger.
   std::atomic<bool> gatewayDone{false};
   std::jthread gateway;
+  // However this function ends, the helpers' and the gateway's loops end before their threads are
+  // joined (destroyed first, this sets both flags; a jthread's stop token is not what they watch).
+  struct EndLoops {
+    std::atomic<bool>& agents;
+    std::atomic<bool>& gateway;
+    EndLoops(std::atomic<bool>& a, std::atomic<bool>& g) : agents(a), gateway(g) {}
+    EndLoops(const EndLoops&) = delete;
+    EndLoops& operator=(const EndLoops&) = delete;
+    ~EndLoops() {
+      agents.store(true);
+      gateway.store(true);
+    }
+  } endLoops{agentsDone, gatewayDone};
   if (gatewayReports) {
     gateway = std::jthread([&] {
       periodically(orAgents(config.ledgerConnection, config), config.gatewayReportEvery,

@@ -77,8 +77,10 @@ struct SimulationConfig {
   // is careless too: it also tries to settle FAILED records whose lease is live.
   std::chrono::milliseconds settleEvery{0};
   // With settleEvery: after the last agent stops, the operator, the lease sweeper and the
-  // reconciler go on until none of this run's records is stuck (at most a lease and three of their
-  // rounds longer), as people finish the day's queue. Off: they stop with the agents, and a claim
+  // reconciler go on until none of this run's records is open, PROCESSING (a crashed claim, its
+  // lease perhaps still running) or UNKNOWN: through a lease, then as long as the open records
+  // keep falling (three of their rounds, at least a second, without one settled ends it), as
+  // people finish the day's queue. Off: they stop with the agents, and a claim
   // that crashed near the end is left for whoever looks next.
   bool settleUntilDone = false;
   // idem.reconcile() this often; 0: never.
