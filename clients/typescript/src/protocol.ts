@@ -221,13 +221,15 @@ const CLAIM_STATEMENTS = new Map(
 /**
  * What the server answers when a prepared statement is not there as the connection left it: the
  * session lost it (26000), another client's holds the name (42P05), or its plan no longer fits
- * (0A000 "cached plan must not change result type"). Nothing ran: the call runs again unnamed.
+ * (0A000 "cached plan must not change result type", raised by the server's RevalidateCachedQuery,
+ * which names it whatever language the server's messages are in). Nothing ran: the call runs again
+ * unnamed.
  */
 export function preparedStatementLost(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (code === "26000" || code === "42P05") return true;
-  const message = String((err as { message?: unknown } | null)?.message ?? "");
-  return code === "0A000" && message.includes("cached plan must not change result type");
+  const e = err as { code?: unknown; routine?: unknown; message?: unknown } | null;
+  if (e?.code === "26000" || e?.code === "42P05") return true;
+  if (e?.code !== "0A000") return false;
+  return e.routine === "RevalidateCachedQuery" || String(e.message ?? "").includes("cached plan must not change result type");
 }
 
 interface PgClientLike extends Queryable {
@@ -261,6 +263,9 @@ async function ownSession(db: Queryable): Promise<boolean> {
 }
 
 function prepares(db: Queryable): Promise<boolean> {
+  // A pg.Client not connected yet (its first queries wait in its queue) has no backend pid to
+  // compare: unnamed until it has one, then asked.
+  if ((db as Partial<PgClientLike>).processID === null) return Promise.resolve(false);
   let answer = preparing.get(db);
   if (answer === undefined) {
     answer = ownSession(db);
