@@ -29,6 +29,17 @@ writer_seconds=${WRITER_SECONDS:-30}
 parts=${PARTS:-upgrade,write,retention}
 purges=${PURGES:-rows,days,batches}
 write_seconds=${WRITE_SECONDS:-15}
+# A name mistyped would skip its step in silence, after a generation that can take an hour.
+only_of() {  # only_of VAR VALUE ALLOWED...: each comma-separated name of VALUE is one of ALLOWED
+  local var=$1 value=$2 name
+  shift 2
+  [ -n "$value" ] || { echo "$var is empty: name at least one of $*" >&2; exit 2; }
+  for name in ${value//,/ }; do
+    [[ " $* " == *" $name "* ]] || { echo "$var: unknown '$name' (expected any of: $*)" >&2; exit 2; }
+  done
+}
+only_of PARTS "$parts" upgrade write retention
+only_of PURGES "$purges" rows days batches
 # shellcheck source=../../scripts/lib/pg.sh
 source "$root/scripts/lib/pg.sh"
 pg_scratch history-bench
