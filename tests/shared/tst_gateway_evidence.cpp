@@ -608,6 +608,38 @@ class TestGatewayEvidence : public QObject {
     QCOMPARE(statusOf("ord-ov:pay"), std::string("SUCCESS"));
   }
 
+  // The claimant's answer arrives while an import that resolves its record is still open: it waits
+  // for the import and finds the record decided. One decision, one flow, whichever answered.
+  void aClaimantAnsweringDuringTheImportFindsItDecidedOnce() {
+    As agent(*db_, agent_);
+    const BeginResult b = agent.client.begin(test::payRequest("ord-la:pay", "ord-la"));
+    QVERIFY(b.claimToken.has_value());
+    QVERIFY(agent.client.markUnknown("ord-la:pay", 1, "no answer within 5s", *b.claimToken).ok());
+    As ledger(*db_, ledger_);
+    pqxx::work tx(ledger.connection);
+    const long long statement =
+        tx.exec_params1(
+              "SELECT statement_id FROM idem.open_statement('stripe', 'stripe', 'la.csv', $1)",
+              std::string(64, '5'))[0]
+            .as<long long>();
+    tx.exec_params("SELECT idem.add_statement_lines($1, $2::jsonb)", statement,
+                   toJson({{.lineId = "txn_la", .key = "ord-la:pay", .ref = "ch_la"}}));
+    auto late = std::async(std::launch::async, [&] {
+      return agent.client.complete("ord-la:pay", 2, R"({"charged": true})", *b.claimToken);
+    });
+    QVERIFY(late.wait_for(std::chrono::milliseconds(500)) == std::future_status::timeout);
+    tx.exec_params("SELECT * FROM idem.close_statement($1, 1, NULL, NULL, false)", statement);
+    tx.commit();
+    const ChangeResult answered = late.get();
+    QCOMPARE(answered.result, ResultCode::Conflict);
+    QCOMPARE(answered.version, std::optional<int>(3));
+    QCOMPARE(statusOf("ord-la:pay"), std::string("SUCCESS"));
+    QCOMPARE(count("SELECT count(*) FROM idem.transitions WHERE idempotency_key = 'ord-la:pay' "
+                   "AND to_status = 'SUCCESS'"),
+             1LL);
+    QCOMPARE(count("SELECT count(*) FROM idem.fund_flows WHERE biz_id = 'ord-la'"), 1LL);
+  }
+
   void aLineChangedSinceAnEarlierFileStopsTheWholeImport() {
     import({{.lineId = "txn_11", .kind = "", .amount = 100 }});
     const long long statements = count("SELECT count(*) FROM idem.statements");
