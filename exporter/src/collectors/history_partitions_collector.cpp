@@ -21,10 +21,12 @@ namespace {
 // From the catalog, readable by any login: each range partition's bounds as pg_get_expr prints
 // them (an upgraded database's old table starts at MINVALUE), then the start of the first day from
 // today (UTC) that no partition covers whole. The DEFAULT partition's rows are the statistics'
-// live count.
+// live count. The bounds are read once (MATERIALIZED): inlined into the test of each of the 367
+// days, every partition's bound was printed and parsed again for each day, 66 ms a collection
+// against 6.
 constexpr const char* kPartitionedUntil = R"SQL(
 WITH history(name) AS (VALUES ('attempts'), ('transitions')),
-bounds AS (
+bounds AS MATERIALIZED (
     SELECT h.name,
            coalesce((regexp_match(pg_get_expr(c.relpartbound, c.oid),
                                   'FROM \(''([^'']+)''\)'))[1]::timestamptz, '-infinity') AS lo,
