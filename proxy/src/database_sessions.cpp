@@ -273,8 +273,9 @@ awaitable<Row> DatabaseSessions::receive(Session& session, const ProtocolStateme
   const ExecStatusType status = PQresultStatus(first.get());
   if (status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR) {
     const char* sqlstate = PQresultErrorField(first.get(), PG_DIAG_SQLSTATE);
+    const char* routine = PQresultErrorField(first.get(), PG_DIAG_SOURCE_FUNCTION);
     throw serverError(statement.what, sqlstate != nullptr ? sqlstate : "",
-                      PQresultErrorMessage(first.get()));
+                      PQresultErrorMessage(first.get()), routine != nullptr ? routine : "");
   }
   if (status != PGRES_TUPLES_OK || PQntuples(first.get()) != 1) {
     throw DatabaseError("", std::string(statement.what) +

@@ -67,14 +67,14 @@ std::string connectFailureSqlstate(const std::string& libpqText) {
 }
 
 DatabaseError serverError(const char* what, const std::string& sqlstate,
-                          const std::string& libpqText) {
+                          const std::string& libpqText, std::string routine) {
   std::string message = std::string(what) + ": " + primaryMessage(libpqText);
   // A function or relation of the schema that is not there: the database is older than this
   // program. Say what to do rather than leave the operator with PostgreSQL's words alone.
   if ((sqlstate == "42883" || sqlstate == "42P01") && message.find("idem.") != std::string::npos) {
     message += " (the idem schema is older than this program: run `idemctl migrate`)";
   }
-  return DatabaseError(sqlstate, message);
+  return DatabaseError(sqlstate, message, std::move(routine));
 }
 
 void rethrowAsDatabaseError(const char* what) {

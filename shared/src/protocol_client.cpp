@@ -117,10 +117,13 @@ std::string preparedName(const ProtocolStatement& statement) {
 
 bool preparedStatementLost(const DatabaseError& error) {
   const std::string& state = error.sqlstate();
-  return state == "26000" || state == "42P05" ||
-         (state == "0A000" &&
-          std::string_view(error.what()).find("cached plan must not change result type") !=
-              std::string_view::npos);
+  if (state == "26000" || state == "42P05") return true;
+  if (state != "0A000") return false;
+  // A stale plan: by the server's routine, in whatever language the server speaks (libpq callers,
+  // the proxy), else by PostgreSQL's English words (libpqxx passes no routine on).
+  return error.routine() == "RevalidateCachedQuery" ||
+         std::string_view(error.what()).find("cached plan must not change result type") !=
+             std::string_view::npos;
 }
 
 const std::vector<ProtocolStatement>& claimStatements() {

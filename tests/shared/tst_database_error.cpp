@@ -3,8 +3,11 @@
 // ConnectionLost, libpq's password texts NeedsPassword; and every public function of shared that
 // touches the database answers in DatabaseError, never in a libpqxx exception, even when the
 // connection dies under it.
+#include <libpq-fe.h>
+
 #include <QtTest>
 #include <functional>
+#include <memory>
 #include <pqxx/pqxx>
 
 #include "idem/connection_settings.hpp"
@@ -232,7 +235,26 @@ class TestDatabaseError : public QObject {
     QCOMPARE(lost("PREPARE shape AS SELECT 1"), std::pair(std::string("42P05"), true));
     db_->exec("ALTER TABLE public.plan_shape ADD COLUMN v int");
     QCOMPARE(lost("EXECUTE shape"), std::pair(std::string("0A000"), true));
+    // libpq callers (the proxy) carry the server's routine, so a stale plan is known whatever the
+    // language of the server's messages.
+    {
+      std::unique_ptr<PGconn, decltype(&PQfinish)> raw(PQconnectdb(db_->dsn().c_str()), &PQfinish);
+      QCOMPARE(PQstatus(raw.get()), CONNECTION_OK);
+      PQclear(PQexec(raw.get(), "PREPARE shape2 AS SELECT * FROM public.plan_shape"));
+      db_->exec("ALTER TABLE public.plan_shape ADD COLUMN w int");
+      std::unique_ptr<PGresult, decltype(&PQclear)> answer(PQexec(raw.get(), "EXECUTE shape2"),
+                                                           &PQclear);
+      const char* state = PQresultErrorField(answer.get(), PG_DIAG_SQLSTATE);
+      const char* routine = PQresultErrorField(answer.get(), PG_DIAG_SOURCE_FUNCTION);
+      QVERIFY(state != nullptr && routine != nullptr);
+      const DatabaseError stale = serverError(
+          "claim", state, "FEHLER:  gecachter Plan darf den Ergebnistyp nicht ändern\n", routine);
+      QCOMPARE(stale.routine(), std::string("RevalidateCachedQuery"));
+      QVERIFY(preparedStatementLost(stale));
+    }
     QVERIFY(!preparedStatementLost(DatabaseError("0A000", "some feature is not supported")));
+    QVERIFY(!preparedStatementLost(
+        DatabaseError("0A000", "eine Funktion wird nicht unterstützt", "ExecInitFunctionScan")));
     QVERIFY(!preparedStatementLost(DatabaseError("40001", "could not serialize access")));
     db_->exec("DROP TABLE public.plan_shape");
   }

@@ -27,15 +27,19 @@ DatabaseErrorKind classifySqlstate(const std::string& sqlstate) noexcept;
 
 class DatabaseError : public std::runtime_error {
  public:
-  DatabaseError(std::string sqlstate, const std::string& message)
+  DatabaseError(std::string sqlstate, const std::string& message, std::string routine = {})
       : std::runtime_error(message),
         sqlstate_(std::move(sqlstate)),
+        routine_(std::move(routine)),
         kind_(classifySqlstate(sqlstate_)) {}
 
   // Five characters, or "08006" when the connection was lost, "28P01" when a password is
   // missing or wrong, "" when unknown.
   const std::string& sqlstate() const noexcept { return sqlstate_; }
   DatabaseErrorKind kind() const noexcept { return kind_; }
+  // The server's function that raised it (libpq's PG_DIAG_SOURCE_FUNCTION), whatever the
+  // language of its message: "" when unknown (libpqxx does not pass it on).
+  const std::string& routine() const noexcept { return routine_; }
   // The session cannot be used any more: reconnect (or, for a password, ask a person).
   bool endsSession() const noexcept {
     return kind_ == DatabaseErrorKind::ConnectionLost || kind_ == DatabaseErrorKind::NeedsPassword;
@@ -44,6 +48,7 @@ class DatabaseError : public std::runtime_error {
 
  private:
   std::string sqlstate_;
+  std::string routine_;
   DatabaseErrorKind kind_;
 };
 
@@ -51,10 +56,11 @@ class DatabaseError : public std::runtime_error {
 // sentences.
 std::string primaryMessage(const std::string& libpqText);
 
-// What the server answered a statement with (its SQLSTATE and libpq's error text), as the
-// DatabaseError every component shows: for callers that speak libpq without libpqxx.
+// What the server answered a statement with (its SQLSTATE, libpq's error text and the server's
+// routine that raised it), as the DatabaseError every component shows: for callers that speak
+// libpq without libpqxx.
 DatabaseError serverError(const char* what, const std::string& sqlstate,
-                          const std::string& libpqText);
+                          const std::string& libpqText, std::string routine = {});
 
 // Runs fn and rethrows libpqxx's exceptions as DatabaseError. What the function does is the context
 // of the message ("settle: ..."), so a user reads what failed and why in one line.

@@ -105,7 +105,8 @@ const std::vector<ProtocolStatement>& claimStatements();
 // The server's word that a prepared statement is not there as the session left it: it does not
 // exist (a pooler in transaction mode sent the call to another server connection, or ran DISCARD
 // ALL), another session's statement holds its name (a pooler's shared server connection), or its
-// plan changed its result type (a migration replaced the function). The statement did not run.
+// plan changed its result type (a migration replaced the function; known by the server's routine
+// where the error carries it, else by its English message). The statement did not run.
 bool preparedStatementLost(const DatabaseError& error);
 
 // A field of the answered row by its index: its text, or nullptr when NULL.
