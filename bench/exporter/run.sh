@@ -128,7 +128,7 @@ for size in $SIZES; do
   echo "generating $size attempt rows ..."
   start=$(date +%s)
   psql "$db_dsn" -q -v attempts="$size" -v per_day="$PER_DAY" -f "$here/generate.sql" | tee -a "$OUT"
-  report "size $size: generated in $(( $(date +%s) - start )) s; table sizes: $(psql "$db_dsn" -qAtc "SELECT string_agg(relname || ' ' || pg_size_pretty(pg_total_relation_size(oid)), ', ') FROM pg_class WHERE relnamespace = 'idem'::regnamespace AND relkind = 'r'")"
+  report "size $size: generated in $(( $(date +%s) - start )) s; table sizes (a partitioned table's partitions together): $(psql "$db_dsn" -qAtc "SELECT string_agg(name || ' ' || pg_size_pretty(bytes) || CASE WHEN parts > 1 THEN ' in ' || parts || ' partitions' ELSE '' END, ', ' ORDER BY name) FROM (SELECT coalesce(pg_partition_root(c.oid), c.oid)::regclass::text AS name, sum(pg_total_relation_size(c.oid)) AS bytes, count(*) AS parts FROM pg_class AS c WHERE c.relnamespace = 'idem'::regnamespace AND c.relkind = 'r' GROUP BY 1) AS t")"
   for role in bench_idemwatch bench_sqlexp bench_pgexp; do
     psql "$db_dsn" -qc "DO \$\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$role') THEN CREATE ROLE $role LOGIN; END IF; END \$\$" -c "GRANT idem_reader TO $role"
   done

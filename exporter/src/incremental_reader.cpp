@@ -37,6 +37,11 @@ constexpr const char* kNow = "SELECT extract(epoch FROM now())::float8";
 
 constexpr std::size_t kRecheckChunk = 2'000;  // ranges per statement
 
+// The history tables, partitioned by the day of created_at (sql/migrations/017_history_by_day.sql).
+bool partitionedByDay(const std::string& relation) {
+  return relation == "idem.attempts" || relation == "idem.transitions";
+}
+
 bool disjoint(const std::vector<std::string>& a, const std::vector<std::string>& b) {
   auto i = a.begin();
   auto j = b.begin();
@@ -78,6 +83,13 @@ TableQueries tableQueries(const std::string& relation, const std::string& column
   TableQueries q;
   q.relation = relation;
   q.rowsAfter = select + " WHERE id > $1 ORDER BY id LIMIT $2";
+  if (partitionedByDay(relation)) {
+    // to_timestamp(float8) is immutable: the planner prunes the partitions before planning them.
+    q.rowsAfterSince =
+        select + " WHERE id > $1 AND created_at >= to_timestamp($3::float8) ORDER BY id LIMIT $2";
+    q.earliestAfter =
+        "SELECT extract(epoch FROM min(created_at))::float8 FROM " + relation + " WHERE id > $1";
+  }
   q.rowsInRanges = select +
                    " JOIN unnest($1::bigint[], $2::bigint[]) AS gap(first_id, last_id)"
                    " ON id BETWEEN gap.first_id AND gap.last_id";
@@ -98,6 +110,10 @@ TableQueries joinedTableQueries(const std::string& relation, const std::string& 
                              alias + " " + joins;
   TableQueries q = tableQueries(relation, "NULL");
   q.rowsAfter = select + " WHERE " + alias + ".id > $1 ORDER BY " + alias + ".id LIMIT $2";
+  if (partitionedByDay(relation)) {
+    q.rowsAfterSince = select + " WHERE " + alias + ".id > $1 AND " + alias +
+                       ".created_at >= to_timestamp($3::float8) ORDER BY " + alias + ".id LIMIT $2";
+  }
   q.rowsInRanges = select +
                    " JOIN unnest($1::bigint[], $2::bigint[]) AS gap(first_id, last_id)"
                    " ON " +
@@ -158,13 +174,23 @@ void IncrementalReader::startWithin(pqxx::transaction_base& tx, const RowSink& s
     if (!first[0].is_null()) from = std::min(from, first[0].as<std::int64_t>());
   }
   from = std::max<std::int64_t>(from, 1);
+  // A table partitioned by day: read from the earliest day any row to read was created on (in
+  // this snapshot, so no visible row is passed over), not from the first day the history keeps.
+  std::optional<double> since;
+  if (!queries_.rowsAfterSince.empty()) {
+    const pqxx::row earliest = tx.exec_params1(queries_.earliestAfter, from - 1);
+    // (A second earlier: the bound goes as a float8 in text, which may round it up.)
+    if (!earliest[0].is_null()) since = earliest[0].as<double>() - 1.0;
+  }
 
   std::vector<Gap> gaps;
   std::int64_t cursor = from - 1;
   std::uint64_t rows = 0;
   double topCreatedAt = 0;
   while (cursor < top) {
-    const pqxx::result batch = tx.exec_params(queries_.rowsAfter, cursor, limits_.batchSize);
+    const pqxx::result batch =
+        since ? tx.exec_params(queries_.rowsAfterSince, cursor, limits_.batchSize, *since)
+              : tx.exec_params(queries_.rowsAfter, cursor, limits_.batchSize);
     for (const pqxx::row& row : batch) {
       const std::int64_t id = row[0].as<std::int64_t>();
       if (id > cursor + 1) gaps.push_back({cursor + 1, id - 1, 0});
@@ -379,6 +405,9 @@ void IncrementalReader::removeGap(std::int64_t id) {
 
 void IncrementalReader::readNewRows(pqxx::connection& connection, const RowSink& sink) {
   std::int64_t rows = 0;
+  const bool fullRead =
+      !queries_.rowsAfterSince.empty() && ++pollsSinceFullRead_ >= limits_.partitionFullReadEvery;
+  if (fullRead) pollsSinceFullRead_ = 0;
   while (rows < limits_.maxRowsPerPoll) {
     if (gapsAtBound()) {
       // Every range awaits a row that may still come: reading on would need more. The new rows
@@ -389,7 +418,16 @@ void IncrementalReader::readNewRows(pqxx::connection& connection, const RowSink&
     pqxx::result batch;
     {
       idem::ReadTransaction tx(connection);
-      batch = tx.exec_params(queries_.rowsAfter, highWater_, limits_.batchSize);
+      if (queries_.rowsAfterSince.empty() || fullRead) {
+        batch = tx.exec_params(queries_.rowsAfter, highWater_, limits_.batchSize);
+      } else {
+        // The last days' partitions only (see ReaderLimits::partitionReadMargin).
+        const double newest =
+            highWaterCreatedAt_ > 0 ? std::min(highWaterCreatedAt_, snapshotTime_) : snapshotTime_;
+        const double since =
+            newest - std::chrono::duration<double>(limits_.partitionReadMargin).count();
+        batch = tx.exec_params(queries_.rowsAfterSince, highWater_, limits_.batchSize, since);
+      }
       tx.commit();
     }
     for (const pqxx::row& row : batch) {

@@ -85,8 +85,14 @@ namespace idem::exporter {
 // The statements for one table. Rows have the columns id, created_at (float8 seconds since the
 // epoch), then the collector's own.
 struct TableQueries {
-  std::string relation;       // "idem.attempts", for pg_locks
-  std::string rowsAfter;      // $1 id, $2 limit: rows with id > $1 ORDER BY id LIMIT $2
+  std::string relation;   // "idem.attempts", for pg_locks
+  std::string rowsAfter;  // $1 id, $2 limit: rows with id > $1 ORDER BY id LIMIT $2
+  // A table partitioned by the day of created_at (the history: attempts, transitions), else "":
+  // rowsAfter for rows created at or after $3 (seconds since the epoch), so that the read opens
+  // the last days' partitions only, however many days the history keeps; and, $1 id, the
+  // earliest created_at of the rows above it (NULL when none).
+  std::string rowsAfterSince;
+  std::string earliestAfter;
   std::string rowsInRanges;   // $1, $2 bigint[]: the rows whose id is in [$1[i], $2[i]] for an i
   std::string highWater;      // the largest id visible, 0 when empty
   std::string windowStartId;  // $1 interval: the smallest id created within it, NULL when none
@@ -119,6 +125,13 @@ struct ReaderLimits {
   // created within lossHorizon before the last poll.
   std::size_t recentIds = 10'000;
   std::chrono::milliseconds lossHorizon{15 * 60'000};
+  // A table partitioned by day is read from this long before the newest row read (or the
+  // database's now(), when earlier). A row of a transaction that began before that, committed
+  // since, is passed over by that read: found as a gap once a later row is read, or by the read
+  // of every partition made every partitionFullReadEvery polls (once a minute at the default
+  // interval), and counted once either way.
+  std::chrono::milliseconds partitionReadMargin{60 * 60'000};
+  std::uint32_t partitionFullReadEvery = 12;
 };
 
 class IncrementalReader {
@@ -193,6 +206,7 @@ class IncrementalReader {
   TableReadStats& stats_;
   bool started_ = false;
   std::int64_t highWater_ = 0;
+  std::uint32_t pollsSinceFullRead_ = 0;
   double snapshotTime_ = 0;
   std::vector<Gap> gaps_;  // ascending, disjoint
   std::map<std::uint32_t, Horizon> horizons_;
