@@ -187,6 +187,17 @@ class TestExporterHealth : public QObject {
     QCOMPARE(db_->scalar("SELECT idem.prepare_history_partitions()"), 1LL);
     s = scrape();
     QCOMPARE(until(s, "attempts"), dayStart(8));
+
+    // Today covered by an upgraded database's old table, from MINVALUE to tomorrow.
+    db_->exec("DROP TABLE idem.attempts_p" + today);
+    s = scrape();
+    QCOMPARE(until(s, "attempts"), dayStart(0));
+    db_->exec(
+        "DO $$ BEGIN EXECUTE format('CREATE TABLE idem.attempts_kept PARTITION OF idem.attempts "
+        "FOR VALUES FROM (MINVALUE) TO (%L)', ((now() AT TIME ZONE 'UTC')::date + 1)::timestamp "
+        "AT TIME ZONE 'UTC'); END $$");
+    s = scrape();
+    QCOMPARE(until(s, "attempts"), dayStart(8));
   }
 };
 
