@@ -108,6 +108,15 @@ class TestGatewayEvidence : public QObject {
   }
 
   // One file through the importer's three calls, in one transaction, as the gateway's login.
+  // A statement of the stripe gateway opened in the caller's transaction, as an import opens it.
+  static long long openStatement(pqxx::transaction_base& tx, const std::string& file,
+                                 const std::string& sha256) {
+    return tx
+        .exec_params1("SELECT statement_id FROM idem.open_statement('stripe', 'stripe', $1, $2)",
+                      file, sha256)[0]
+        .as<long long>();
+  }
+
   Imported import(const std::vector<Line>& lines, const std::string& sha256 = {},
                   const std::string& gateway = "stripe", const std::string& period = {},
                   pqxx::connection* on = nullptr) {
@@ -568,11 +577,7 @@ class TestGatewayEvidence : public QObject {
     As a(*db_, ledger_);
     As b(*db_, ledger_);
     pqxx::work tx(a.connection);
-    const long long statement =
-        tx.exec_params1(
-              "SELECT statement_id FROM idem.open_statement('stripe', 'stripe', 'a.csv', $1)",
-              std::string(64, '3'))[0]
-            .as<long long>();
+    const long long statement = openStatement(tx, "a.csv", std::string(64, '3'));
     tx.exec_params("SELECT idem.add_statement_lines($1, $2::jsonb)", statement, toJson(first));
     // (import() reports SQL errors; a rollback of the transaction is what the caller retries.)
     auto racing = std::async(std::launch::async, [&]() -> Imported {
@@ -617,11 +622,7 @@ class TestGatewayEvidence : public QObject {
     QVERIFY(agent.client.markUnknown("ord-la:pay", 1, "no answer within 5s", *b.claimToken).ok());
     As ledger(*db_, ledger_);
     pqxx::work tx(ledger.connection);
-    const long long statement =
-        tx.exec_params1(
-              "SELECT statement_id FROM idem.open_statement('stripe', 'stripe', 'la.csv', $1)",
-              std::string(64, '5'))[0]
-            .as<long long>();
+    const long long statement = openStatement(tx, "la.csv", std::string(64, '5'));
     tx.exec_params("SELECT idem.add_statement_lines($1, $2::jsonb)", statement,
                    toJson({{.lineId = "txn_la", .key = "ord-la:pay", .ref = "ch_la"}}));
     auto late = std::async(std::launch::async, [&] {
@@ -775,12 +776,9 @@ class TestGatewayEvidence : public QObject {
     pqxx::work tx(ledger.connection);
     tx.exec("CREATE TEMP TABLE statement_batch (line_id text) ON COMMIT DROP");
     tx.exec("GRANT ALL ON pg_temp.statement_batch TO idem_owner");
-    const pqxx::row o = tx.exec1(
-        "SELECT statement_id FROM idem.open_statement('stripe', "
-        "'stripe', 'x.csv', '" +
-        std::string(64, 'b') + "')");
+    const long long statement = openStatement(tx, "x.csv", std::string(64, 'b'));
     try {
-      tx.exec_params("SELECT idem.add_statement_lines($1, '[]')", o[0].as<long long>());
+      tx.exec_params("SELECT idem.add_statement_lines($1, '[]')", statement);
       QFAIL("add_statement_lines used the caller's table");
     } catch (const pqxx::sql_error& e) {
       QVERIFY2(
