@@ -405,9 +405,11 @@ void IncrementalReader::removeGap(std::int64_t id) {
 
 void IncrementalReader::readNewRows(pqxx::connection& connection, const RowSink& sink) {
   std::int64_t rows = 0;
-  const bool fullRead =
-      !queries_.rowsAfterSince.empty() && ++pollsSinceFullRead_ >= limits_.partitionFullReadEvery;
-  if (fullRead) pollsSinceFullRead_ = 0;
+  const bool partitioned = !queries_.rowsAfterSince.empty();
+  bool fullRead =
+      partitioned && (highWaterCreatedAt_ <= 0 ||
+                      snapshotTime_ - lastFullReadAt_ >=
+                          std::chrono::duration<double>(limits_.partitionFullReadInterval).count());
   while (rows < limits_.maxRowsPerPoll) {
     if (gapsAtBound()) {
       // Every range awaits a row that may still come: reading on would need more. The new rows
@@ -418,17 +420,25 @@ void IncrementalReader::readNewRows(pqxx::connection& connection, const RowSink&
     pqxx::result batch;
     {
       idem::ReadTransaction tx(connection);
-      if (queries_.rowsAfterSince.empty() || fullRead) {
+      if (!partitioned || fullRead) {
         batch = tx.exec_params(queries_.rowsAfter, highWater_, limits_.batchSize);
       } else {
         // The last days' partitions only (see ReaderLimits::partitionReadMargin).
-        const double newest =
-            highWaterCreatedAt_ > 0 ? std::min(highWaterCreatedAt_, snapshotTime_) : snapshotTime_;
+        const double newest = std::min(highWaterCreatedAt_, snapshotTime_);
         const double since =
             newest - std::chrono::duration<double>(limits_.partitionReadMargin).count();
         batch = tx.exec_params(queries_.rowsAfterSince, highWater_, limits_.batchSize, since);
+        if (!batch.empty() && batch.back()[0].as<std::int64_t>() - highWater_ -
+                                      static_cast<std::int64_t>(batch.size()) >
+                                  limits_.batchSize) {
+          batch = tx.exec_params(queries_.rowsAfter, highWater_, limits_.batchSize);
+        }
       }
       tx.commit();
+    }
+    if (fullRead) {
+      lastFullReadAt_ = snapshotTime_;
+      fullRead = false;  // one statement opened them all; the rest of the catch-up is bounded
     }
     for (const pqxx::row& row : batch) {
       const std::int64_t id = row[0].as<std::int64_t>();

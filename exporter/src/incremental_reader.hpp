@@ -127,11 +127,13 @@ struct ReaderLimits {
   std::chrono::milliseconds lossHorizon{15 * 60'000};
   // A table partitioned by day is read from this long before the newest row read (or the
   // database's now(), when earlier). A row of a transaction that began before that, committed
-  // since, is passed over by that read: found as a gap once a later row is read, or by the read
-  // of every partition made every partitionFullReadEvery polls (once a minute at the default
-  // interval), and counted once either way.
+  // since, is passed over by that read: found as a gap once a later row is read, or by a read of
+  // every partition, made at least this often by the database's clock, and counted once either
+  // way. Every partition is read too while no row's created_at is known yet, and again for a
+  // batch that would leave more ids behind as gaps than a batch holds (rows passed over, not
+  // ids in flight: their recheck would be one unbounded statement).
   std::chrono::milliseconds partitionReadMargin{60 * 60'000};
-  std::uint32_t partitionFullReadEvery = 12;
+  std::chrono::milliseconds partitionFullReadInterval{60'000};
 };
 
 class IncrementalReader {
@@ -206,7 +208,7 @@ class IncrementalReader {
   TableReadStats& stats_;
   bool started_ = false;
   std::int64_t highWater_ = 0;
-  std::uint32_t pollsSinceFullRead_ = 0;
+  double lastFullReadAt_ = 0;  // the database's now() at the last read of every partition
   double snapshotTime_ = 0;
   std::vector<Gap> gaps_;  // ascending, disjoint
   std::map<std::uint32_t, Horizon> horizons_;

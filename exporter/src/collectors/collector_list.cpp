@@ -44,6 +44,8 @@ std::vector<std::unique_ptr<Collector>> CollectorSet::makeCollectors() {
   reader.window = options_.ratioWindow;
   reader.maxTrackedGaps = options_.maxTrackedGaps;
   reader.standbyStatementBound = options_.standbyStatementBound;
+  // Once a minute at the default interval of 5 s.
+  reader.partitionFullReadInterval = 12 * options_.collectInterval;
   const CollectorContext context{options_, bizTypes_, reader, *readStats_};
   std::vector<std::unique_ptr<Collector>> out;
   for (const CollectorRegistration* r : enabled(options_)) out.push_back(r->make(context));
