@@ -119,6 +119,25 @@ class TestExporterGaps : public QObject {
     QCOMPARE(static_cast<double>(db_->scalar("SELECT count(*) FROM idem.attempts")), 7.0);
   }
 
+  // A long stretch of an old transaction's rows below a recent one is read again over every
+  // partition, not left behind as one gap range whose recheck would fetch them all at once.
+  void aStretchOfOldRowsIsReadNotLeftAsAGap() {
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(1));
+    beginCommitted(0, 1);
+    QVERIFY(waitUntil([&] { return sumOf(e.scrape(), "idempotency_requests_total") == 1.0; }));
+    db_->exec(
+        "INSERT INTO idem.attempts (idempotency_key, biz_type, biz_id, tool, trigger_source, "
+        "outcome, request_hash, created_at) SELECT 'k-old-' || g, 'payment', 'o-old-' || g, 'pay', "
+        "'initial', 'executed', 'h', now() - interval '2 hours' FROM generate_series(1, 2500) AS "
+        "g");
+    beginCommitted(1, 2);
+    QVERIFY(waitUntil([&] { return sumOf(e.scrape(), "idempotency_requests_total") == 2502.0; }));
+    const Series s = e.scrape();
+    QCOMPARE(value(s, gapsResolvedKey("attempts", "filled")), std::optional(0.0));
+    QCOMPARE(value(s, tableKey("idempotency_exporter_open_gaps", "attempts")), std::optional(0.0));
+  }
+
   // At the start, the rows below the high-water mark are read from the day the earliest of them
   // was created on: an old transaction's row among them is read there, before the start, and never
   // counted later as if it were new.
