@@ -137,6 +137,41 @@ class TestExporterMoney : public QObject {
     }
   }
 
+  // The start recomputes what the objects it meets owe a bounded number of objects a statement,
+  // and keeps only those charged within the window: with more objects charged twice than one
+  // statement takes, some refunded, a third of them charged days before the window, the gauges
+  // still equal the definition.
+  void manyObjectsChargedTwiceAtTheStartEqualTheDefinition() {
+    db_ = std::make_unique<TestDatabase>("tst_exporter_money");
+    db_->exec(
+        "INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, "
+        "external_ref, recorded_by) SELECT 'payment', 'm-' || i, 'DEBIT', 100 + i % 7, "
+        "CASE WHEN i % 2 = 0 THEN 'CNY' ELSE 'USD' END, 'gw-m1-' || i, 'ledger' "
+        "FROM generate_series(1, 1300) AS i; "
+        "INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, "
+        "external_ref, duplicate_of, recorded_by) SELECT f.biz_type, f.biz_id, 'DEBIT', "
+        "f.amount_minor, f.currency, 'gw-m2-' || f.biz_id, f.id, 'ledger' "
+        "FROM idem.fund_flows AS f WHERE f.external_ref LIKE 'gw-m1-%'; "
+        "INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, "
+        "external_ref, recorded_by) SELECT f.biz_type, f.biz_id, 'REFUND', 50 * (i % 3), "
+        "f.currency, 'gw-mr-' || f.biz_id, 'ledger' FROM idem.fund_flows AS f, "
+        "LATERAL (SELECT substring(f.biz_id from 3)::int AS i) AS n "
+        "WHERE f.external_ref LIKE 'gw-m1-%' AND n.i % 5 = 0 AND n.i % 3 <> 0; "
+        "SET session_replication_role = replica; "
+        "UPDATE idem.fund_flows SET created_at = created_at - interval '3 days' "
+        "WHERE biz_id ~ '^m-[0-9]+$' AND substring(biz_id from 3)::int % 3 = 0; "
+        "SET session_replication_role = origin; "
+        "SELECT idem.recount_charged_objects()");
+    const auto options = testOptions(db_->dsn());
+    RunningExporter e(options);
+    QVERIFY(e.waitForCollections(2));
+    const Series s = e.scrape();
+    compareWithTheFunctions(s, options);
+    // More than one statement's worth, and not every object the start met.
+    QVERIFY(value(s, overchargedObjectsKey("payment")).value_or(0) > 600);
+    QVERIFY(value(s, overchargedObjectsKey("payment")).value_or(0) < 1300);
+  }
+
   void beforeMigration12TheMoneyCollectorsFailThroughHealthThenAnswer() {
     db_ = std::make_unique<TestDatabase>("tst_exporter_money_old", /*migrate=*/false);
     {

@@ -1,7 +1,9 @@
 #include "collectors/overcharges_collector.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <pqxx/pqxx>
+#include <span>
 
 #include "collectors/registry.hpp"
 #include "idem/bounded_transaction.hpp"
@@ -110,16 +112,26 @@ void OverchargesCollector::start(pqxx::connection& connection) {
 void OverchargesCollector::recompute(pqxx::transaction_base& tx) {
   std::sort(dirty_.begin(), dirty_.end());
   dirty_.erase(std::unique(dirty_.begin(), dirty_.end()), dirty_.end());
-  const auto [types, ids] = objectsParameters(dirty_);
-  const pqxx::result rows = tx.exec_params(kOwed, types, ids);
-  for (const ObjectKey& key : dirty_) owed_.erase(key);
-  for (const pqxx::row& row : rows) {
-    const double owed = row[3].as<double>();
-    if (owed <= 0) continue;
-    Owed& o = owed_[objectKey(row[0], row[1])];
-    o.bizType = row[0].c_str();
-    o.latestChargeAt = row[4].as<double>();
-    o.byCurrency[row[2].c_str()] = owed;
+  // An object whose latest charge is older than the window is one publish() would drop: it is
+  // not kept. (The start's reader reads back further than the window, and meets many of them.)
+  const double from =
+      flows_.snapshotTime() - std::chrono::duration<double>(settings_.window).count();
+  const std::span<const ObjectKey> all(dirty_);
+  for (std::size_t at = 0; at < all.size(); at += kRecomputeChunk) {
+    const std::span<const ObjectKey> chunk =
+        all.subspan(at, std::min(kRecomputeChunk, all.size() - at));
+    const auto [types, ids] = objectsParameters(chunk);
+    const pqxx::result rows = tx.exec_params(kOwed, types, ids);
+    for (const ObjectKey& key : chunk) owed_.erase(key);
+    for (const pqxx::row& row : rows) {
+      const double owed = row[3].as<double>();
+      const double latestChargeAt = row[4].as<double>();
+      if (owed <= 0 || latestChargeAt < from) continue;
+      Owed& o = owed_[objectKey(row[0], row[1])];
+      o.bizType = row[0].c_str();
+      o.latestChargeAt = latestChargeAt;
+      o.byCurrency[row[2].c_str()] = owed;
+    }
   }
   dirty_.clear();
 }

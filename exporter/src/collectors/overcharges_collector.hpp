@@ -48,8 +48,10 @@ class OverchargesCollector : public MoneyQuestionCollector {
     std::map<std::string, double> byCurrency;  // > 0 only
   };
   void start(pqxx::connection& connection);
-  // Recomputes the objects in dirty_ from their flows, in `tx`.
+  // Recomputes the objects in dirty_ from their flows, in `tx`, kRecomputeChunk objects a
+  // statement: the start's may be every object charged twice in days, and its memory is bounded.
   void recompute(pqxx::transaction_base& tx);
+  static constexpr std::size_t kRecomputeChunk = 500;
   void publish(double now);
 
   IncrementalReader flows_;

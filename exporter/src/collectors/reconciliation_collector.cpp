@@ -136,7 +136,7 @@ MoneyQuestionCollector::ObjectKey MoneyQuestionCollector::objectKey(const pqxx::
 }
 
 std::pair<std::string, std::string> MoneyQuestionCollector::objectsParameters(
-    const std::vector<ObjectKey>& objects) {
+    std::span<const ObjectKey> objects) {
   std::vector<std::string> types;
   std::vector<std::string> ids;
   types.reserve(objects.size());

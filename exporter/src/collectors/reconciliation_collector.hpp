@@ -39,6 +39,7 @@
 #include <mutex>
 #include <pqxx/row>
 #include <pqxx/transaction_base>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -84,8 +85,7 @@ class MoneyQuestionCollector : public Collector {
   using ObjectKey = std::string;
   static ObjectKey objectKey(const pqxx::field& bizType, const pqxx::field& bizId);
   // {biz types}, {biz ids}: text[] parameters in text form.
-  static std::pair<std::string, std::string> objectsParameters(
-      const std::vector<ObjectKey>& objects);
+  static std::pair<std::string, std::string> objectsParameters(std::span<const ObjectKey> objects);
   // The biz types as a text[] SQL constant: a reader's statements take only the reader's own
   // parameters, so the biz types are part of their text.
   std::string bizTypesConstant() const;
