@@ -119,6 +119,21 @@ class TestExporterGaps : public QObject {
     QCOMPARE(static_cast<double>(db_->scalar("SELECT count(*) FROM idem.attempts")), 7.0);
   }
 
+  // Started on an empty history, the reader knows no row's time: the first row, an old
+  // transaction's, is read from every partition and counted once.
+  void anOldTransactionsRowIntoAnEmptyHistoryIsCountedOnce() {
+    RunningExporter e(testOptions(db_->dsn()));
+    QVERIFY(e.waitForCollections(2));
+    db_->exec(oldAttempt("k-old-first"));
+    QVERIFY(waitUntil([&] { return sumOf(e.scrape(), "idempotency_requests_total") == 1.0; }));
+    beginCommitted(0, 2);
+    QVERIFY(waitUntil([&] { return sumOf(e.scrape(), "idempotency_requests_total") == 3.0; }));
+    QVERIFY(e.waitForCollections(3));
+    const Series s = e.scrape();
+    QCOMPARE(sumOf(s, "idempotency_requests_total"), 3.0);
+    QCOMPARE(value(s, tableKey("idempotency_exporter_open_gaps", "attempts")), std::optional(0.0));
+  }
+
   // A long stretch of an old transaction's rows below a recent one is read again over every
   // partition, not left behind as one gap range whose recheck would fetch them all at once.
   void aStretchOfOldRowsIsReadNotLeftAsAGap() {
