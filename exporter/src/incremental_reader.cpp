@@ -37,9 +37,9 @@ constexpr const char* kNow = "SELECT extract(epoch FROM now())::float8";
 
 constexpr std::size_t kRecheckChunk = 2'000;  // ranges per statement
 
-// The history tables, partitioned by the day of created_at (sql/migrations/017_history_by_day.sql).
-bool partitionedByDay(const std::string& relation) {
-  return relation == "idem.attempts" || relation == "idem.transitions";
+bool partitionedByDay(std::string_view relation) {
+  return relation.starts_with("idem.") &&
+         std::ranges::find(kHistoryTablesByDay, relation.substr(5)) != kHistoryTablesByDay.end();
 }
 
 bool disjoint(const std::vector<std::string>& a, const std::vector<std::string>& b) {

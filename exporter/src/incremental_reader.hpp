@@ -67,6 +67,7 @@
 // retention on a quiet database.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -76,11 +77,17 @@
 #include <pqxx/row>
 #include <pqxx/transaction_base>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "read_stats.hpp"
 
 namespace idem::exporter {
+
+// The history tables partitioned by the day of created_at, in schema idem
+// (sql/migrations/017_history_by_day.sql): their readers read the last days only, and the
+// history_partitions collector watches their days ahead. A table partitioned so joins this list.
+inline constexpr std::array<std::string_view, 2> kHistoryTablesByDay = {"attempts", "transitions"};
 
 // The statements for one table. Rows have the columns id, created_at (float8 seconds since the
 // epoch), then the collector's own.

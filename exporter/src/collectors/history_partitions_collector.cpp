@@ -10,9 +10,11 @@
 #include <mutex>
 #include <optional>
 #include <pqxx/pqxx>
+#include <string>
 
 #include "collectors/registry.hpp"
 #include "idem/bounded_transaction.hpp"
+#include "incremental_reader.hpp"
 #include "metric_families.hpp"
 
 namespace idem::exporter {
@@ -26,7 +28,7 @@ namespace {
 // of the first day from today (UTC) that no partition covers whole. The DEFAULT partition's rows
 // are the statistics' live count.
 constexpr const char* kPartitionedUntil = R"SQL(
-WITH history(name) AS (VALUES ('attempts'), ('transitions')),
+WITH history(name) AS (SELECT unnest($1::text[])),
 today(start) AS (SELECT (now() AT TIME ZONE 'UTC')::date::timestamp AT TIME ZONE 'UTC'),
 bounds AS MATERIALIZED (
     SELECT p.name, coalesce(p.b[1]::timestamptz, '-infinity') AS lo, p.b[2]::timestamptz AS hi
@@ -54,6 +56,16 @@ SELECT h.name,
                 WHERE p.partrelid = to_regclass('idem.' || h.name))
 )SQL";
 
+// kHistoryTablesByDay as a text[] parameter.
+std::string historyTables() {
+  std::string out = "{";
+  for (std::string_view name : kHistoryTablesByDay) {
+    if (out.size() > 1) out += ',';
+    out += name;
+  }
+  return out + "}";
+}
+
 class HistoryPartitionsCollector : public Collector {
  public:
   std::string_view name() const override { return "history_partitions"; }
@@ -64,7 +76,7 @@ class HistoryPartitionsCollector : public Collector {
     std::map<std::string, Figures> next;
     {
       idem::ReadTransaction tx(connection);
-      for (const pqxx::row& row : tx.exec(kPartitionedUntil))
+      for (const pqxx::row& row : tx.exec_params(kPartitionedUntil, historyTables()))
         next[row[0].c_str()] = {row[1].as<double>(), row[2].as<double>()};
       tx.commit();
     }
