@@ -96,9 +96,11 @@ TableQueries tableQueries(const std::string& relation, const std::string& column
   q.highWater = "SELECT coalesce(max(id), 0) FROM " + relation;
   // min(id + 0), not min(id): the planner would answer min(id) by walking the primary key from the
   // oldest row and filtering on created_at, a full scan on a table of old rows. Written this way it
-  // uses the BRIN index on created_at and touches only the recent block ranges.
+  // uses the BRIN index on created_at and touches only the recent block ranges. The bound is a
+  // constant (to_timestamp(float8) is immutable), so a table partitioned by day is planned over
+  // the window's days only, not every day it keeps.
   q.windowStartId =
-      "SELECT min(id + 0) FROM " + relation + " WHERE created_at >= now() - $1::interval";
+      "SELECT min(id + 0) FROM " + relation + " WHERE created_at >= to_timestamp($1::float8)";
   q.countIds = "SELECT count(*) FROM " + relation + " WHERE id = ANY($1::bigint[])";
   return q;
 }
@@ -169,8 +171,9 @@ void IncrementalReader::startWithin(pqxx::transaction_base& tx, const RowSink& s
   const std::int64_t top = tx.exec1(queries_.highWater)[0].as<std::int64_t>();
   std::int64_t from = top - limits_.startBackfillIds + 1;
   if (limits_.window.count() > 0) {
-    const pqxx::row first = tx.exec_params1(
-        queries_.windowStartId, std::to_string(limits_.window.count()) + " milliseconds");
+    // (A second earlier: the bound goes as a float8 in text, which may round it up.)
+    const double windowStart = now - std::chrono::duration<double>(limits_.window).count() - 1.0;
+    const pqxx::row first = tx.exec_params1(queries_.windowStartId, windowStart);
     if (!first[0].is_null()) from = std::min(from, first[0].as<std::int64_t>());
   }
   from = std::max<std::int64_t>(from, 1);

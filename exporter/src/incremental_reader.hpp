@@ -102,7 +102,7 @@ struct TableQueries {
   std::string earliestAfter;
   std::string rowsInRanges;   // $1, $2 bigint[]: the rows whose id is in [$1[i], $2[i]] for an i
   std::string highWater;      // the largest id visible, 0 when empty
-  std::string windowStartId;  // $1 interval: the smallest id created within it, NULL when none
+  std::string windowStartId;  // $1 epoch: the smallest id created since, NULL when none
   std::string countIds;       // $1 bigint[]: how many of these ids have a row
 };
 

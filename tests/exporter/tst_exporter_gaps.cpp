@@ -8,7 +8,9 @@
 
 #include "exporter_harness.hpp"
 #include "idem/protocol_client.hpp"
+#include "incremental_reader.hpp"
 #include "metric_keys.hpp"
+#include "read_stats.hpp"
 #include "test_database.hpp"
 
 using namespace idem;
@@ -168,6 +170,32 @@ class TestExporterGaps : public QObject {
     beginCommitted(4, 6);
     QVERIFY(e.waitForCollections(2));
     QCOMPARE(sumOf(e.scrape(), "idempotency_requests_total"), 2.0);
+  }
+
+  // The start reads every row of the ratio window, however far below the high-water mark it
+  // begins, and no row older than the window beyond the ids it checks for gaps.
+  void theStartReadsTheWholeWindowAndNoOlderRows() {
+    db_->exec(oldAttempt("k-old-1") + "; " + oldAttempt("k-old-2"));
+    beginCommitted(0, 30);
+    exporter::ReadStats stats({"attempts"});
+    exporter::ReaderLimits limits;
+    limits.window = std::chrono::hours(1);
+    limits.startBackfillIds = 5;
+    exporter::IncrementalReader reader(exporter::tableQueries("idem.attempts", "outcome"), limits,
+                                       stats.table("attempts"));
+    auto c = db_->connect();
+    int rows = 0;
+    std::string ids;
+    reader.poll(*c, [&](const pqxx::row& row, exporter::RowOrigin origin) {
+      QCOMPARE(origin, exporter::RowOrigin::BeforeStart);
+      ++rows;
+      ids += (ids.empty() ? "" : ",") + std::string(row[0].c_str());
+    });
+    QCOMPARE(rows, 30);
+    QCOMPARE(static_cast<double>(
+                 db_->scalar("SELECT count(*) FROM idem.attempts WHERE id = ANY('{" + ids +
+                             "}'::bigint[]) AND created_at >= now() - interval '1 hour'")),
+             30.0);
   }
 
   void rolledBackIdExpiresAndDoesNotStallTheReader() {
