@@ -80,13 +80,16 @@ std::string bigintArrayLiteral(std::vector<std::int64_t>::const_iterator begin,
 TableQueries tableQueries(const std::string& relation, const std::string& columns) {
   const std::string select =
       "SELECT id, extract(epoch FROM created_at)::float8, " + columns + " FROM " + relation;
+  const std::string ids = "SELECT id, extract(epoch FROM created_at)::float8 FROM " + relation;
   TableQueries q;
   q.relation = relation;
   q.rowsAfter = select + " WHERE id > $1 ORDER BY id LIMIT $2";
+  q.idsAfter = ids + " WHERE id > $1 ORDER BY id LIMIT $2";
   if (partitionedByDay(relation)) {
     // to_timestamp(float8) is immutable: the planner prunes the partitions before planning them.
-    q.rowsAfterSince =
-        select + " WHERE id > $1 AND created_at >= to_timestamp($3::float8) ORDER BY id LIMIT $2";
+    const std::string since = " WHERE id > $1 AND created_at >= to_timestamp($3::float8)";
+    q.rowsAfterSince = select + since + " ORDER BY id LIMIT $2";
+    q.idsAfterSince = ids + since + " ORDER BY id LIMIT $2";
     q.earliestAfter =
         "SELECT extract(epoch FROM min(created_at))::float8 FROM " + relation + " WHERE id > $1";
   }
@@ -186,18 +189,20 @@ void IncrementalReader::startWithin(pqxx::transaction_base& tx, const RowSink& s
     if (!earliest[0].is_null()) since = earliest[0].as<double>() - 1.0;
   }
 
+  const bool rowsWanted = static_cast<bool>(sink);
+  const std::string& after = rowsWanted ? queries_.rowsAfter : queries_.idsAfter;
+  const std::string& afterSince = rowsWanted ? queries_.rowsAfterSince : queries_.idsAfterSince;
   std::vector<Gap> gaps;
   std::int64_t cursor = from - 1;
   std::uint64_t rows = 0;
   double topCreatedAt = 0;
   while (cursor < top) {
-    const pqxx::result batch =
-        since ? tx.exec_params(queries_.rowsAfterSince, cursor, limits_.batchSize, *since)
-              : tx.exec_params(queries_.rowsAfter, cursor, limits_.batchSize);
+    const pqxx::result batch = since ? tx.exec_params(afterSince, cursor, limits_.batchSize, *since)
+                                     : tx.exec_params(after, cursor, limits_.batchSize);
     for (const pqxx::row& row : batch) {
       const std::int64_t id = row[0].as<std::int64_t>();
       if (id > cursor + 1) gaps.push_back({cursor + 1, id - 1, 0});
-      sink(row, RowOrigin::BeforeStart);
+      if (rowsWanted) sink(row, RowOrigin::BeforeStart);
       cursor = id;
       if (id == top) topCreatedAt = row[1].as<double>();
     }

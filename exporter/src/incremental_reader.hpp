@@ -100,6 +100,11 @@ struct TableQueries {
   // earliest created_at of the rows above it (NULL when none).
   std::string rowsAfterSince;
   std::string earliestAfter;
+  // rowsAfter and rowsAfterSince with the id and created_at columns alone, from the table alone:
+  // a start whose caller reads what the rows below the high-water mark say from the definitions
+  // reads them only for their ids (the gaps among them), without the columns' lookups.
+  std::string idsAfter;
+  std::string idsAfterSince;
   std::string rowsInRanges;   // $1, $2 bigint[]: the rows whose id is in [$1[i], $2[i]] for an i
   std::string highWater;      // the largest id visible, 0 when empty
   std::string windowStartId;  // $1 epoch: the smallest id created since, NULL when none
@@ -158,6 +163,8 @@ class IncrementalReader {
   // The start, inside the caller's snapshot (a repeatable-read transaction), so that what the
   // caller reads in it and what the reader reads later neither overlap nor leave a row out. The
   // reader is started once this returns; the next poll reads what committed after the snapshot.
+  // An empty sink: the caller has read in that snapshot all it needs of the rows below the
+  // high-water mark, which are then read for their ids only (idsAfter).
   void startWithin(pqxx::transaction_base& tx, const RowSink& sink);
   // Back to unstarted: the next poll starts from scratch (a caller whose start of several readers
   // in one snapshot failed part way).

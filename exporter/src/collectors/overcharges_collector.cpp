@@ -96,9 +96,10 @@ void OverchargesCollector::start(pqxx::connection& connection) {
          tx.exec_params(kRepeated, bizTypesParameter(), startWindowParameter())) {
       dirty_.push_back(objectKey(row[0], row[1]));
     }
-    flows_.startWithin(tx, [this](const pqxx::row& row, RowOrigin) {
-      if (row[4].as<bool>()) dirty_.push_back(objectKey(row[2], row[3]));
-    });
+    // The objects charged more than once within the window, read above, are every object the
+    // definition walks in this snapshot: the rows below the high-water mark are read for their
+    // gaps only (in flight now, they are read when they commit).
+    flows_.startWithin(tx, {});
     recompute(tx);
     tx.commit();
   } catch (...) {

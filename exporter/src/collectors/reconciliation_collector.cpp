@@ -210,10 +210,11 @@ void ReconciliationCollector::start(pqxx::connection& connection) {
     for (const pqxx::row& row : tx.exec_params(kOpenSuccesses, bizTypesParameter(), window)) {
       openSuccesses_[objectKey(row[0], row[1])] = row[2].as<double>();
     }
-    // From the same snapshot on: what committed after it, and the last ids below it once more
-    // (in flight at the snapshot, they become gaps; seen again, they change nothing).
-    flows_.startWithin(tx, [this](const pqxx::row& row, RowOrigin) { takeFlow(row); });
-    transitions_.startWithin(tx, [this](const pqxx::row& row, RowOrigin) { takeTransition(row); });
+    // From the same snapshot on: what committed after it. The last ids below it are read for
+    // their gaps only (in flight at the snapshot, their rows are read when they commit); what the
+    // visible ones say, the two questions above already answered in this snapshot.
+    flows_.startWithin(tx, {});
+    transitions_.startWithin(tx, {});
     tx.commit();
   } catch (...) {
     flows_.reset();
