@@ -172,6 +172,38 @@ class TestExporterMoney : public QObject {
     QVERIFY(value(s, overchargedObjectsKey("payment")).value_or(0) < 1300);
   }
 
+  // The start's snapshot may show rows stamped after its now(): a transaction that began after the
+  // start's and committed before its first statement, or a hot standby whose clock is behind the
+  // primary's. Such a charge without a SUCCESS, and such a SUCCESS without a charge, are counted
+  // once their time has passed the grace, as the definitions count them then.
+  void rowsTheStartSeesStampedAfterItsNowAreCountedWhenTheirTimeComes() {
+    db_ = std::make_unique<TestDatabase>("tst_exporter_money");
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    const BeginResult paid = client.begin(payRequest("k-later", "o-later-paid"));
+    QVERIFY(client.complete("k-later", 1, "{}", paid.claimToken.value()).ok());
+    db_->exec(
+        "INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, "
+        "external_ref, recorded_by, created_at) VALUES ('payment', 'o-later-charged', 'DEBIT', "
+        "100, 'USD', 'gw-later', 'ledger', now() + interval '3 seconds'); "
+        "SET session_replication_role = replica; "
+        "UPDATE idem.records SET updated_at = now() + interval '3 seconds' "
+        "WHERE idempotency_key = 'k-later'");
+    auto options = testOptions(db_->dsn());
+    options.reconcileGrace = std::chrono::milliseconds(0);
+    RunningExporter e(options);
+    QVERIFY(e.waitForCollections(1));
+    QCOMPARE(value(e.scrape(), kDebitWithoutSuccessKey), std::optional(0.0));
+    QVERIFY(waitUntil(
+        [&] {
+          const Series s = e.scrape();
+          return value(s, kDebitWithoutSuccessKey) == std::optional(1.0) &&
+                 value(s, kSuccessWithoutDebitKey) == std::optional(1.0);
+        },
+        std::chrono::seconds(10)));
+    compareWithTheFunctions(e.scrape(), options);
+  }
+
   void beforeMigration12TheMoneyCollectorsFailThroughHealthThenAnswer() {
     db_ = std::make_unique<TestDatabase>("tst_exporter_money_old", /*migrate=*/false);
     {

@@ -126,8 +126,9 @@ void OverchargesCollector::recompute(pqxx::transaction_base& tx) {
     for (const ObjectKey& key : chunk) owed_.erase(key);
     for (const pqxx::row& row : rows) {
       const double owed = row[3].as<double>();
+      if (owed <= 0) continue;  // (and an object with no charge has no latest one: NULL)
       const double latestChargeAt = row[4].as<double>();
-      if (owed <= 0 || latestChargeAt < from) continue;
+      if (latestChargeAt < from) continue;
       Owed& o = owed_[objectKey(row[0], row[1])];
       o.bizType = row[0].c_str();
       o.latestChargeAt = latestChargeAt;

@@ -78,18 +78,21 @@ TableQueries transitionQueries(const std::string& bizTypes) {
           " LIMIT 1) AS s ON true");
 }
 
-// The start's open questions, from the definitions themselves over the window ($2) with no grace:
-// each charge within the window of an object charged without a SUCCESS, and each SUCCESS without
-// a charge.
+// The start's open questions, from the definitions themselves over the window ($2) with no grace
+// and no end: each charge within the window of an object charged without a SUCCESS, and each
+// SUCCESS without a charge. No end, not now(): the snapshot, taken at the transaction's first
+// statement, may show rows stamped after its now() (a transaction that began after this one's
+// and committed before its snapshot; a standby's clock behind the primary's), which the readers
+// never read again; publish counts each once its time has passed the grace.
 constexpr const char* kOpenCharges = R"SQL(
 SELECT f.biz_type::text, f.biz_id::text, extract(epoch FROM f.created_at)::float8
-  FROM idem.money_moved_without_success($1::text[], $2::interval, interval '0') AS m
+  FROM idem.money_moved_without_success($1::text[], $2::interval, interval '-1000 years') AS m
   JOIN idem.fund_flows AS f ON f.biz_type = m.biz_type AND f.biz_id = m.biz_id
  WHERE f.kind IN ('DEBIT', 'CAPTURE') AND f.created_at >= now() - $2::interval
 )SQL";
 constexpr const char* kOpenSuccesses = R"SQL(
 SELECT s.biz_type, s.biz_id, extract(epoch FROM s.succeeded_at)::float8
-  FROM idem.success_without_money_moved($1::text[], $2::interval, interval '0') AS s
+  FROM idem.success_without_money_moved($1::text[], $2::interval, interval '-1000 years') AS s
 )SQL";
 
 // The open SUCCESS entries ($1 biz types, $2 biz ids) whose SUCCESS record is gone.
