@@ -126,6 +126,10 @@ bool preparedStatementLost(const DatabaseError& error) {
              std::string_view::npos;
 }
 
+bool runsAgainUnnamed(const DatabaseError& error) {
+  return preparedStatementLost(error) || (error.sqlstate() == "0A000" && error.routine().empty());
+}
+
 const std::vector<ProtocolStatement>& claimStatements() {
   static const std::vector<ProtocolStatement> statements{{"begin", kBegin, {}},
                                                          {"complete", kComplete, {}},
@@ -165,7 +169,7 @@ auto ProtocolClient::call(const char* what, Call&& body, Isolation isolation) {
                                                      : boundedCall(connection_, body);
       });
     } catch (const DatabaseError& e) {
-      if (prepared_ && preparedStatementLost(e)) {
+      if (prepared_ && runsAgainUnnamed(e)) {
         // Nothing ran. The session does not keep prepared statements (a pooler in transaction
         // mode): from now on this client sends unnamed ones, which need no session state.
         prepared_ = false;

@@ -256,6 +256,15 @@ class TestDatabaseError : public QObject {
     QVERIFY(!preparedStatementLost(
         DatabaseError("0A000", "eine Funktion wird nicht unterstützt", "ExecInitFunctionScan")));
     QVERIFY(!preparedStatementLost(DatabaseError("40001", "could not serialize access")));
+    // A claim sent prepared through libpqxx, which passes no routine on, runs again unnamed on a
+    // stale plan whatever the server's language; not on an error the server's routine names as
+    // something else, nor on another class.
+    QVERIFY(runsAgainUnnamed(
+        DatabaseError("0A000", "FEHLER:  gecachter Plan darf den Ergebnistyp nicht ändern")));
+    QVERIFY(runsAgainUnnamed(DatabaseError("26000", "prepared statement does not exist")));
+    QVERIFY(!runsAgainUnnamed(
+        DatabaseError("0A000", "eine Funktion wird nicht unterstützt", "ExecInitFunctionScan")));
+    QVERIFY(!runsAgainUnnamed(DatabaseError("40001", "could not serialize access")));
     db_->exec("DROP TABLE public.plan_shape");
   }
 

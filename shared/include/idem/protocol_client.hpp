@@ -108,6 +108,12 @@ const std::vector<ProtocolStatement>& claimStatements();
 // plan changed its result type (a migration replaced the function; known by the server's routine
 // where the error carries it, else by its English message). The statement did not run.
 bool preparedStatementLost(const DatabaseError& error);
+// What makes a claim's call that went prepared run again unnamed, once: the server's word that
+// the statement was lost, and also any 0A000 without the server's routine (libpqxx passes none
+// on), which may be a stale plan in a language other than English. The call ran in a transaction
+// of its own that the error rolled back, so running it again repeats nothing; an error that was
+// not a lost statement comes back from the unnamed run.
+bool runsAgainUnnamed(const DatabaseError& error);
 
 // A field of the answered row by its index: its text, or nullptr when NULL.
 using FieldText = std::function<const char*(int)>;
