@@ -170,8 +170,9 @@ auto ProtocolClient::call(const char* what, Call&& body, Isolation isolation) {
       });
     } catch (const DatabaseError& e) {
       if (prepared_ && runsAgainUnnamed(e)) {
-        // Nothing ran. The session does not keep prepared statements (a pooler in transaction
-        // mode): from now on this client sends unnamed ones, which need no session state.
+        // Nothing ran (the call's own transaction was rolled back). The session does not keep
+        // prepared statements as they were (a pooler in transaction mode, or a plan a migration
+        // made stale): from now on this client sends unnamed ones, which need no session state.
         prepared_ = false;
         --attempt;
         continue;

@@ -268,6 +268,56 @@ class TestDatabaseError : public QObject {
     db_->exec("DROP TABLE public.plan_shape");
   }
 
+  // A migration that changes a protocol function's result type under a client that has its
+  // claims prepared: the next call meets a stale plan, runs again unnamed, and answers.
+  void aPreparedClaimOutlivesAChangedResultType() {
+    auto c = db_->connect();
+    ProtocolClient client(*c);
+    const auto claim = [&](const std::string& key) {
+      const BeginResult begun = client.begin({key,
+                                              "payment",
+                                              "o-" + key,
+                                              "pay",
+                                              {},
+                                              TriggerSource::Initial,
+                                              "{}",
+                                              std::chrono::milliseconds(30'000),
+                                              {},
+                                              {}});
+      // (value() throws unless it ran: a claim token comes with Executed only.)
+      return client.complete(key, begun.version.value(), "{}", begun.claimToken.value());
+    };
+    QVERIFY(claim("k-shape-1").ok());
+    const std::string original = [&] {
+      auto owner = db_->connect();
+      pqxx::work tx(*owner);
+      return tx
+          .exec1(
+              "SELECT pg_get_functiondef('idem.complete(text, integer, jsonb, uuid)'"
+              "::regprocedure)")[0]
+          .as<std::string>();
+    }();
+    std::string changed = original;
+    const std::string from = "OUT version integer";
+    const std::size_t at = changed.find(from);
+    QVERIFY(at != std::string::npos);
+    changed.replace(at, from.size(), "OUT version bigint");
+    const auto replace = [&](const std::string& definition) {
+      auto owner = db_->connect();
+      pqxx::work tx(*owner);
+      tx.exec("DROP FUNCTION idem.complete(text, integer, jsonb, uuid)");
+      tx.exec(definition);
+      tx.commit();
+    };
+    replace(changed);
+    const auto answer = claim("k-shape-2");
+    replace(original);
+    QVERIFY(answer.ok());
+    QCOMPARE(db_->scalar("SELECT count(*) FROM idem.records WHERE idempotency_key = 'k-shape-2' "
+                         "AND status = 'SUCCESS'"),
+             1);
+  }
+
   // A failure at commit time: a deferred constraint fires in COMMIT, after every statement
   // succeeded. The migration's own transaction is the one shared commits itself.
   void failureAtCommitIsTranslated() {
