@@ -347,6 +347,36 @@ def _unprepared_if_shared(conn: Any, server_pid: int) -> None:
 _LOST_PREPARED = (psycopg.errors.InvalidSqlStatementName, psycopg.errors.DuplicatePreparedStatement)
 
 
+def _stale_plan(error: psycopg.errors.FeatureNotSupported) -> bool:
+    """A prepared statement whose result type a migration changed ("cached plan must not change
+    result type", whatever the server's language): refused before anything ran. It stays refused
+    for as long as the session keeps it, so psycopg's statements are discarded and the call runs
+    again, prepared afresh."""
+    return error.diag.source_function == "RevalidateCachedQuery"
+
+
+class _Discarded(Exception):
+    """Raised inside an empty transaction block to roll it back."""
+
+
+def _discard_prepared(conn: psycopg.Connection) -> None:
+    """psycopg discards its prepared statements (DEALLOCATE ALL) when a transaction block rolls
+    back; the block around an autocommit connection's call is this one, empty."""
+    try:
+        with conn.transaction():
+            raise _Discarded
+    except _Discarded:
+        pass
+
+
+async def _discard_prepared_async(conn: psycopg.AsyncConnection) -> None:
+    try:
+        async with conn.transaction():
+            raise _Discarded
+    except _Discarded:
+        pass
+
+
 def _method(call: _F, build: Callable[..., Any], owner: str) -> _F:
     """`call` named, documented and signed (self first) as the protocol function `build` states."""
     functools.update_wrapper(call, build)
@@ -395,6 +425,7 @@ class Protocol:
 
     def _row(self, statement: _Statement[Any]) -> tuple:
         conn = self.connection
+        replanned = False
         for attempt in range(1, SERIALIZATION_RETRIES + 1):
             try:
                 with _own_transaction(conn):
@@ -403,6 +434,13 @@ class Protocol:
                     return conn.execute(statement.sql, statement.params).fetchone()
             except _LOST_PREPARED:
                 conn.prepare_threshold = None
+                continue
+            except psycopg.errors.FeatureNotSupported as e:
+                if not _stale_plan(e) or replanned:
+                    raise
+                replanned = True
+                if conn.autocommit:  # (a transaction of the call's own rolled back and discarded them)
+                    _discard_prepared(conn)
                 continue
             except _TRANSIENT:
                 if attempt == SERIALIZATION_RETRIES:
@@ -426,6 +464,7 @@ class AsyncProtocol:
 
     async def _row(self, statement: _Statement[Any]) -> tuple:
         conn = self.connection
+        replanned = False
         for attempt in range(1, SERIALIZATION_RETRIES + 1):
             try:
                 async with _own_transaction(conn):
@@ -435,6 +474,13 @@ class AsyncProtocol:
                     return await (await conn.execute(statement.sql, statement.params)).fetchone()
             except _LOST_PREPARED:
                 conn.prepare_threshold = None
+                continue
+            except psycopg.errors.FeatureNotSupported as e:
+                if not _stale_plan(e) or replanned:
+                    raise
+                replanned = True
+                if conn.autocommit:
+                    await _discard_prepared_async(conn)
                 continue
             except _TRANSIENT:
                 if attempt == SERIALIZATION_RETRIES:

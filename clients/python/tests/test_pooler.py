@@ -5,14 +5,16 @@ client recognises the pooler and prepares nothing there, so every call runs once
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import unittest
+from typing import Iterator
 
 import psycopg
 
 from idemwatch import Outcome, TriggerSource
 from idemwatch.protocol import AsyncProtocol, Protocol
 
-from .support import POOLED_DSN, WRITER_DSN, in_threads, scalar, unique
+from .support import POOLED_DSN, WRITER_DSN, admin, in_threads, scalar, unique
 
 CLAIMS_EACH = 12  # more than psycopg's prepare_threshold (5), for each statement
 
@@ -23,6 +25,38 @@ def claim_and_complete(protocol: Protocol, order: str) -> None:
     assert begun.outcome == Outcome.EXECUTED, begun
     done = protocol.complete(f"key-{order}", begun.version, {"ok": True}, begun.claim_token)
     assert done.ok, done
+
+
+@contextlib.contextmanager
+def complete_returns_a_wider_version() -> Iterator[None]:
+    """idem.complete replaced, as a migration would, with one whose `version` is a bigint: every
+    session's prepared `SELECT ... FROM idem.complete(...)` now has a stale plan. Its owner and
+    grants are kept; the original comes back on the way out."""
+    signature = "idem.complete(text, integer, jsonb, uuid)"
+    with admin() as conn:
+        definition, owner = conn.execute(
+            "SELECT pg_get_functiondef(%s::regprocedure), pg_get_userbyid(proowner) FROM pg_proc"
+            " WHERE oid = %s::regprocedure", (signature, signature)).fetchone()
+        grants = conn.execute(
+            "SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END"
+            " FROM pg_proc AS p, aclexplode(p.proacl) AS a WHERE p.oid = %s::regprocedure"
+            " AND a.privilege_type = 'EXECUTE'", (signature,)).fetchall()
+        assert "OUT version integer" in definition, definition
+
+        def install(text: str) -> None:
+            with conn.transaction():
+                conn.execute(f"DROP FUNCTION {signature}")
+                conn.execute(text)
+                conn.execute(f"ALTER FUNCTION {signature} OWNER TO {owner}")
+                conn.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
+                for (grantee,) in grants:
+                    conn.execute(f"GRANT EXECUTE ON FUNCTION {signature} TO {grantee}")
+
+        install(definition.replace("OUT version integer", "OUT version bigint"))
+        try:
+            yield
+        finally:
+            install(definition)
 
 
 class PoolerTest(unittest.TestCase):
@@ -87,6 +121,47 @@ class PoolerTest(unittest.TestCase):
             claim_and_complete(Protocol(conn), f"{order}-after")
             self.assertIsNone(conn.prepare_threshold)
         self.assertEqual(scalar("SELECT count(*) FROM idem.attempts WHERE biz_id = %s", f"{order}-after"), 1)
+
+    def test_a_migration_that_changes_a_result_type_fails_no_prepared_call(self):
+        # A platform team migrates while agents run: the next call of each prepared statement meets
+        # a stale plan ("cached plan must not change result type"), which ran nothing; it runs
+        # again, prepared afresh, and answers.
+        # Each call commits by itself (autocommit) or in a transaction the client opens.
+        order = unique("reshaped")
+        with psycopg.connect(WRITER_DSN, autocommit=True) as alone, psycopg.connect(WRITER_DSN) as wrapped:
+            for conn in (alone, wrapped):
+                for n in range(CLAIMS_EACH):
+                    claim_and_complete(Protocol(conn), f"{order}-{conn.autocommit}-{n}")
+            with complete_returns_a_wider_version():
+                for conn in (alone, wrapped):
+                    claim_and_complete(Protocol(conn), f"{order}-{conn.autocommit}-after")
+                    claim_and_complete(Protocol(conn), f"{order}-{conn.autocommit}-again")
+            for conn in (alone, wrapped):
+                self.assertIsNotNone(conn.prepare_threshold)
+        self.assertEqual(scalar("SELECT count(*) FROM idem.records WHERE biz_id LIKE %s AND status = 'SUCCESS'",
+                                f"{order}-%"), 2 * (CLAIMS_EACH + 2))
+
+    def test_the_async_client_outlives_a_changed_result_type(self):
+        order = unique("reshaped-async")
+
+        async def claims(conn: psycopg.AsyncConnection, names: list) -> None:
+            protocol = AsyncProtocol(conn)
+            for name in names:
+                key = f"key-{name}"
+                begun = await protocol.begin(key, "payment", name, "pay", trigger_source=TriggerSource.INITIAL,
+                                             payload={"order_id": name})
+                assert begun.outcome == Outcome.EXECUTED, begun
+                assert (await protocol.complete(key, begun.version, {"ok": True}, begun.claim_token)).ok
+
+        async def run() -> None:
+            async with await psycopg.AsyncConnection.connect(WRITER_DSN, autocommit=True) as conn:
+                await claims(conn, [f"{order}-{n}" for n in range(CLAIMS_EACH)])
+                with complete_returns_a_wider_version():
+                    await claims(conn, [f"{order}-after"])
+
+        asyncio.run(run())
+        self.assertEqual(scalar("SELECT count(*) FROM idem.records WHERE biz_id LIKE %s AND status = 'SUCCESS'",
+                                f"{order}-%"), CLAIMS_EACH + 1)
 
 
 if __name__ == "__main__":
