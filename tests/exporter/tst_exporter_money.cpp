@@ -172,6 +172,46 @@ class TestExporterMoney : public QObject {
     QVERIFY(value(s, overchargedObjectsKey("payment")).value_or(0) < 1300);
   }
 
+  // A ledger loaded with triggers off, before the documented recount: idem.charged_objects says an
+  // object was charged twice while its charges are not among the flows, and a refund of it is. Its
+  // flows have no latest charge: the object owes nothing and the collector goes on, at its start
+  // and when another refund of it arrives.
+  void anObjectCountedChargedWithoutItsChargesOwesNothing() {
+    db_ = std::make_unique<TestDatabase>("tst_exporter_money");
+    db_->exec(
+        "INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, "
+        "external_ref, recorded_by) VALUES "
+        "('payment', 'o-twice', 'DEBIT', 300, 'USD', 'gw-twice-1', 'ledger'), "
+        "('payment', 'o-uncounted', 'REFUND', 100, 'USD', 'gw-uncounted-r1', 'ledger'); "
+        "INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, "
+        "external_ref, duplicate_of, recorded_by) SELECT biz_type, biz_id, kind, amount_minor, "
+        "currency, 'gw-twice-2', id, 'ledger' FROM idem.fund_flows "
+        "WHERE external_ref = 'gw-twice-1'; "
+        "SET session_replication_role = replica; "
+        "INSERT INTO idem.charged_objects (biz_type, biz_id, charges, last_charge_at) "
+        "VALUES ('payment', 'o-uncounted', 2, now())");
+    const auto options = testOptions(db_->dsn());
+    RunningExporter e(options);
+    QVERIFY(e.waitForCollections(2));
+    const auto overchargesSucceeded = [&] {
+      return value(e.scrape(),
+                   "idempotency_exporter_collector_success{collector=\"overcharges\"}") ==
+             std::optional(1.0);
+    };
+    QVERIFY(overchargesSucceeded());
+    QCOMPARE(value(e.scrape(), overchargedObjectsKey("payment")), std::optional(1.0));
+    db_->exec(
+        "INSERT INTO idem.fund_flows (biz_type, biz_id, kind, amount_minor, currency, "
+        "external_ref, duplicate_of, recorded_by) SELECT biz_type, biz_id, kind, 50, currency, "
+        "'gw-uncounted-r2', id, 'ledger' FROM idem.fund_flows "
+        "WHERE external_ref = 'gw-uncounted-r1'");
+    QVERIFY(e.waitForCollections(2));
+    QVERIFY(overchargesSucceeded());
+    const Series s = e.scrape();
+    QCOMPARE(value(s, overchargedObjectsKey("payment")), std::optional(1.0));
+    compareWithTheFunctions(s, options);
+  }
+
   // The start's snapshot may show rows stamped after its now(): a transaction that began after the
   // start's and committed before its first statement, or a hot standby whose clock is behind the
   // primary's. Such a charge without a SUCCESS, and such a SUCCESS without a charge, are counted
