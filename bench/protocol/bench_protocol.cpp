@@ -15,7 +15,10 @@
 //              same run and nothing else;
 //   v1 prep    with --v1.prepared too, v1's calls as prepared statements: what planning each call
 //              costs (an earlier version of this benchmark measured v1 this way against an
-//              unnamed v2 and so charged v2 with the difference).
+//              unnamed v2 and so charged v2 with the difference);
+//   rows       with --floor, the rows a round trip writes, by hand and prepared, with no function,
+//              trigger or check: on the unique indexes alone, and on copies of the shipped tables
+//              with all their indexes (the least any design that keeps those rows can cost).
 // Each client thread has its own connection and prepared statements; every statement is its own
 // transaction, as the protocol requires. Variants are interleaved and repeated; the median counts.
 // Besides throughput it reports the server CPU time and WAL bytes per operation (read from
@@ -58,6 +61,70 @@ CREATE TABLE bench.hand (LIKE bench.plain INCLUDING ALL);
 ALTER TABLE bench.hand ADD CONSTRAINT hand_biz_status UNIQUE (biz_type, biz_id, status);
 )SQL";
 
+// With --floor: the rows the protocol writes for a round trip (the record, its attempt, the two
+// transitions, the record's update), written by hand with no function, trigger or check around
+// them, one statement a transaction. "rows, 2 indexes": on tables with only the unique indexes a
+// guarantee needs (the key, one live record a business object); "rows, shipped idx": on copies of
+// the shipped tables (their domains, defaults and indexes, the history partitioned by time, no
+// triggers). The least any design that keeps those rows can cost, against what the shipped
+// functions add.
+constexpr const char* kFloorSetup = R"SQL(
+DROP TABLE IF EXISTS bench.min_records, bench.min_attempts, bench.min_transitions,
+                     bench.shipped_records, bench.shipped_attempts, bench.shipped_transitions;
+CREATE TABLE bench.min_records (LIKE bench.plain INCLUDING DEFAULTS, claim_token_hash bytea,
+                                PRIMARY KEY (idempotency_key));
+CREATE UNIQUE INDEX min_records_one_live_per_biz ON bench.min_records (biz_type, biz_id)
+    WHERE status <> 'FAILED';
+CREATE TABLE bench.min_attempts (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, idempotency_key text NOT NULL,
+    biz_type text NOT NULL, biz_id text NOT NULL, tool text NOT NULL,
+    trigger_source text NOT NULL, outcome text NOT NULL, request_hash text NOT NULL,
+    agent_id text, trace_id text, created_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE bench.min_transitions (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, idempotency_key text NOT NULL,
+    from_status text, to_status text NOT NULL, version integer NOT NULL,
+    actor text NOT NULL DEFAULT session_user, actor_kind text NOT NULL, reason text,
+    evidence jsonb, created_at timestamptz NOT NULL DEFAULT now());
+CREATE TABLE bench.shipped_records (LIKE idem.records INCLUDING ALL);
+CREATE TABLE bench.shipped_attempts (LIKE idem.attempts INCLUDING ALL)
+    PARTITION BY RANGE (created_at);
+CREATE TABLE bench.shipped_attempts_now PARTITION OF bench.shipped_attempts
+    FOR VALUES FROM (now() - interval '1 day') TO (now() + interval '1 day');
+CREATE TABLE bench.shipped_transitions (LIKE idem.transitions INCLUDING ALL)
+    PARTITION BY RANGE (created_at);
+CREATE TABLE bench.shipped_transitions_now PARTITION OF bench.shipped_transitions
+    FOR VALUES FROM (now() - interval '1 day') TO (now() + interval '1 day');
+)SQL";
+
+std::string floorBegin(const std::string& tables) {
+  return "WITH r AS (INSERT INTO bench." + tables +
+         "_records (idempotency_key, biz_type, biz_id, tool, request_hash, status, "
+         "lease_expires_at, request_payload, claim_token_hash) VALUES ($1::text, 'payment', "
+         "$2::text, 'pay', $3::text, 'PROCESSING', now() + interval '30 seconds', $4::jsonb, "
+         "sha256(convert_to($1::text, 'UTF8'))) ON CONFLICT DO NOTHING "
+         "RETURNING idempotency_key, version), "
+         "a AS (INSERT INTO bench." +
+         tables +
+         "_attempts (idempotency_key, biz_type, biz_id, tool, trigger_source, outcome, "
+         "request_hash) VALUES ($1, 'payment', $2, 'pay', 'initial', 'executed', $3)), "
+         "t AS (INSERT INTO bench." +
+         tables +
+         "_transitions (idempotency_key, from_status, to_status, version, actor_kind) "
+         "SELECT idempotency_key, NULL, 'PROCESSING', version, 'system' FROM r) "
+         "SELECT version FROM r";
+}
+
+std::string floorComplete(const std::string& tables) {
+  return "WITH u AS (UPDATE bench." + tables +
+         "_records SET status = 'SUCCESS', version = version + 1, response_payload = $2::jsonb, "
+         "updated_at = now(), lease_expires_at = NULL WHERE idempotency_key = $1 "
+         "AND status = 'PROCESSING' RETURNING idempotency_key, version) "
+         "INSERT INTO bench." +
+         tables +
+         "_transitions (idempotency_key, from_status, to_status, version, actor_kind) "
+         "SELECT idempotency_key, 'PROCESSING', 'SUCCESS', version, 'system' FROM u";
+}
+
 constexpr const char* kVersion1Begin =
     "SELECT outcome, version FROM idem.begin($1, 'payment', $2, 'pay', $3, 'initial', $4::jsonb)";
 constexpr const char* kVersion1Complete = "SELECT result FROM idem.complete($1, $2, $3::jsonb)";
@@ -86,7 +153,16 @@ struct ClientResult {
   long long serverCpuMicros = -1;
 };
 
-enum class Variant { Plain, Hand, Protocol, ProtocolUnnamed, Version1, Version1Prepared };
+enum class Variant {
+  Plain,
+  Hand,
+  Protocol,
+  ProtocolUnnamed,
+  Version1,
+  Version1Prepared,
+  FloorMinimal,
+  FloorShipped
+};
 const char* name(Variant v) {
   switch (v) {
     case Variant::Plain:
@@ -101,6 +177,10 @@ const char* name(Variant v) {
       return "v1 begin+compl";
     case Variant::Version1Prepared:
       return "v1 prepared";
+    case Variant::FloorMinimal:
+      return "rows, 2 indexes";
+    case Variant::FloorShipped:
+      return "rows, shipped idx";
   }
   return "?";
 }
@@ -123,7 +203,11 @@ ClientResult client(const idem::ConnectionSettings& settings, Variant v, int thr
                 "response_payload = $2::jsonb, updated_at = now() "
                 "WHERE idempotency_key = $1 AND status = 'PROCESSING'");
   std::optional<idem::ProtocolClient> protocol;
-  if (v == Variant::Version1 || v == Variant::Version1Prepared) {
+  if (v == Variant::FloorMinimal || v == Variant::FloorShipped) {
+    const std::string tables = v == Variant::FloorMinimal ? "min" : "shipped";
+    conn->prepare("floor_begin", floorBegin(tables));
+    conn->prepare("floor_complete", floorComplete(tables));
+  } else if (v == Variant::Version1 || v == Variant::Version1Prepared) {
     conn->prepare("v1_begin", kVersion1Begin);
     conn->prepare("v1_complete", kVersion1Complete);
   } else {
@@ -154,6 +238,18 @@ ClientResult client(const idem::ConnectionSettings& settings, Variant v, int thr
           }
           pqxx::nontransaction tx(*conn);
           tx.exec_prepared("hand_update", key, kResponse);
+          break;
+        }
+        case Variant::FloorMinimal:
+        case Variant::FloorShipped: {
+          {
+            pqxx::nontransaction tx(*conn);
+            if (tx.exec_prepared("floor_begin", key, biz, "h" + key, kPayload).size() != 1)
+              throw std::runtime_error("floor begin " + key);
+          }
+          pqxx::nontransaction tx(*conn);
+          if (tx.exec_prepared("floor_complete", key, kResponse).affected_rows() != 1)
+            throw std::runtime_error("floor complete " + key);
           break;
         }
         case Variant::Protocol:
@@ -254,7 +350,7 @@ int main(int argc, char** argv) {
     std::optional<std::string> dsn, v1Dsn;
     int seconds = 10, repeat = 3;
     std::vector<std::string> threadList{"1", "2", "8"};
-    bool onlyProtocol = false, v1Prepared = false;
+    bool onlyProtocol = false, v1Prepared = false, floor = false;
     idem::CommandLine cli("bench_protocol", "bench_protocol [flags]");
     cli.text("db.dsn", "DSN", "database to measure in (a scratch database: tables are created)",
              dsn);
@@ -269,6 +365,10 @@ int main(int argc, char** argv) {
     cli.flag("v1.prepared",
              "with --v1.dsn, also measure v1 through prepared statements (what planning costs)",
              v1Prepared);
+    cli.flag("floor",
+             "also measure the protocol's rows written by hand, with the unique indexes alone "
+             "and with the shipped tables' indexes (no function, trigger or check)",
+             floor);
     cli.flag("only-protocol", "run only begin+complete (for profiling the server)", onlyProtocol);
     if (!cli.parse(std::vector<std::string>(argv + 1, argv + argc), std::cout)) return 0;
     const auto settings = idem::ConnectionSettings::resolve(dsn);
@@ -287,17 +387,19 @@ int main(int argc, char** argv) {
       auto conn = idem::connect(settings);
       pqxx::nontransaction tx(*conn);
       tx.exec(kSetup);
+      if (floor) tx.exec(kFloorSetup);
     }
 
-    std::printf("%-8s %-15s %12s %16s %12s\n", "clients", "variant", "ops/s", "server CPU us/op",
+    std::printf("%-8s %-17s %12s %16s %12s\n", "clients", "variant", "ops/s", "server CPU us/op",
                 "WAL B/op");
     int run = 0;
     for (int threads : threadCounts) {
-      std::vector<Measurement> plain, hand, protocol, unnamed, version1, version1Prepared;
+      std::vector<Measurement> plain, hand, protocol, unnamed, version1, version1Prepared,
+          floorMinimal, floorShipped;
       if (onlyProtocol) {
         const Measurement m =
             measure(settings, Variant::Protocol, threads, ++run, std::chrono::seconds(seconds));
-        std::printf("%-8d %-15s %12.0f %16.1f %12.0f\n", threads, name(Variant::Protocol),
+        std::printf("%-8d %-17s %12.0f %16.1f %12.0f\n", threads, name(Variant::Protocol),
                     m.opsPerSecond, m.serverCpuMicrosPerOp, m.walBytesPerOp);
         continue;
       }
@@ -309,6 +411,10 @@ int main(int argc, char** argv) {
         unnamed.push_back(measure(settings, Variant::ProtocolUnnamed, threads, ++run, length));
         if (v1Settings)
           version1.push_back(measure(*v1Settings, Variant::Version1, threads, ++run, length));
+        if (floor) {
+          floorMinimal.push_back(measure(settings, Variant::FloorMinimal, threads, ++run, length));
+          floorShipped.push_back(measure(settings, Variant::FloorShipped, threads, ++run, length));
+        }
         if (v1Settings && v1Prepared) {
           version1Prepared.push_back(
               measure(*v1Settings, Variant::Version1Prepared, threads, ++run, length));
@@ -320,12 +426,17 @@ int main(int argc, char** argv) {
         return v[v.size() / 2].*field;
       };
       const std::pair<Variant, std::vector<Measurement>*> rows[] = {
-          {Variant::Plain, &plain},       {Variant::Hand, &hand},
-          {Variant::Protocol, &protocol}, {Variant::ProtocolUnnamed, &unnamed},
-          {Variant::Version1, &version1}, {Variant::Version1Prepared, &version1Prepared}};
+          {Variant::Plain, &plain},
+          {Variant::Hand, &hand},
+          {Variant::Protocol, &protocol},
+          {Variant::ProtocolUnnamed, &unnamed},
+          {Variant::Version1, &version1},
+          {Variant::Version1Prepared, &version1Prepared},
+          {Variant::FloorMinimal, &floorMinimal},
+          {Variant::FloorShipped, &floorShipped}};
       for (const auto& [variant, ms] : rows) {
         if (ms->empty()) continue;
-        std::printf("%-8d %-15s %12.0f %16.1f %12.0f\n", threads, name(variant),
+        std::printf("%-8d %-17s %12.0f %16.1f %12.0f\n", threads, name(variant),
                     median(*ms, &Measurement::opsPerSecond),
                     median(*ms, &Measurement::serverCpuMicrosPerOp),
                     median(*ms, &Measurement::walBytesPerOp));
@@ -354,6 +465,13 @@ int main(int argc, char** argv) {
             "%-8d v1 unnamed / v1 prepared: server CPU per op %.2fx; v2 (unnamed) / v1 "
             "prepared: %.2fx\n",
             threads, cpu(version1) / cpu(version1Prepared), uc / cpu(version1Prepared));
+      }
+      if (floor) {
+        std::printf(
+            "%-8d / hand-written, server CPU per op: rows with 2 indexes %.2fx, rows with the "
+            "shipped indexes %.2fx, begin+complete %.2fx; throughput %.2fx, %.2fx, %.2fx\n",
+            threads, cpu(floorMinimal) / hc, cpu(floorShipped) / hc, cpu(protocol) / hc,
+            ops(floorMinimal) / h, ops(floorShipped) / h, ops(protocol) / h);
       }
       std::printf("\n");
       std::fflush(stdout);
