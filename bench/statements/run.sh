@@ -12,7 +12,9 @@
 #        the parser, the JSON and the inserts alone); KEEP_CSV=DIR keeps the generated files there;
 #        UNKNOWN_PCT (30) and CALLBACK_PCT (30): the shares of the charges whose record is UNKNOWN
 #        and whose flow a callback already recorded (bench/statements/setup.sql); PG_EXTRA_OPTS:
-#        server settings for the private cluster (scripts/lib/pg.sh).
+#        server settings for the private cluster (scripts/lib/pg.sh); FLOOR=1 also runs
+#        bench/statements/floor.sql before the import: the least any import keeping what this one
+#        keeps can cost, step by step.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$root/build
@@ -106,6 +108,19 @@ for n in "${sizes[@]}"; do
     printf '%-34s %8s s %10s lines/s\n' "baseline: psql \\copy, $kind" "$(secs "$ns")" "$(rate "$n" "$ns")"
     psql "$dsn" -qc "DROP TABLE bench_copy_$kind"
   done
+
+  if [ "${FLOOR:-0}" = 1 ]; then
+    # Each step's label, then psql's time for each statement of it; the clock runs from BEGIN to COMMIT.
+    psql "$dsn" -q -v file="$file" -v gateway="$gateway" -f "$root/bench/statements/floor.sql" 2>&1 |
+      awk -v n="$n" '
+        /floor: lines/ { sub(/^ +/, ""); summary = $0; next }
+        /^floor: / { step = substr($0, 8); if (step == "begin") on = 1; order[++steps] = step; next }
+        /^Time: / && on { ms[step] += $2; total += $2 }
+        END {
+          for (i = 1; i <= steps; i++) printf "  floor: %-32s %9.0f ms %6.1f us a line\n", order[i], ms[order[i]], ms[order[i]] * 1000 / n
+          printf "%-34s %8.2f s %10.0f lines/s   (%s)\n", "floor (floor.sql, one transaction)", total / 1000, n / (total / 1000), substr(summary, 8)
+        }'
+  fi
 
   ledger_dsn="${dsn/user=postgres/user=bench_ledger}"
   if [ "${BATCH_CHECK:-0}" = 1 ]; then
