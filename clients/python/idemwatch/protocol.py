@@ -351,7 +351,7 @@ def _stale_plan(error: psycopg.errors.FeatureNotSupported) -> bool:
     """A prepared statement whose result type a migration changed ("cached plan must not change
     result type", whatever the server's language): refused before anything ran. It stays refused
     for as long as the session keeps it, so psycopg's statements are discarded and the call runs
-    again, prepared afresh."""
+    again (unprepared; psycopg prepares it anew once it has run prepare_threshold times more)."""
     return error.diag.source_function == "RevalidateCachedQuery"
 
 
@@ -425,28 +425,32 @@ class Protocol:
 
     def _row(self, statement: _Statement[Any]) -> tuple:
         conn = self.connection
-        replanned = False
-        for attempt in range(1, SERIALIZATION_RETRIES + 1):
+        # A lost statement and a stale plan are each met once at most (nothing is prepared, or
+        # psycopg's statements are gone, after them); serialization failures have their own count.
+        unprepared = replanned = False
+        failures = 0
+        while True:
             try:
                 with _own_transaction(conn):
                     if _prepares(conn):
                         _unprepared_if_shared(conn, conn.execute(_SERVER_PID_SQL).fetchone()[0])
                     return conn.execute(statement.sql, statement.params).fetchone()
             except _LOST_PREPARED:
+                if unprepared:
+                    raise
+                unprepared = True
                 conn.prepare_threshold = None
-                continue
             except psycopg.errors.FeatureNotSupported as e:
                 if not _stale_plan(e) or replanned:
                     raise
                 replanned = True
                 if conn.autocommit:  # (a transaction of the call's own rolled back and discarded them)
                     _discard_prepared(conn)
-                continue
             except _TRANSIENT:
-                if attempt == SERIALIZATION_RETRIES:
+                failures += 1
+                if failures == SERIALIZATION_RETRIES:
                     raise
-                time.sleep(_pause(attempt))
-        raise AssertionError("unreachable")
+                time.sleep(_pause(failures))
 
     begin = _blocking(_Calls.begin)
     complete = _blocking(_Calls.complete)
@@ -464,8 +468,11 @@ class AsyncProtocol:
 
     async def _row(self, statement: _Statement[Any]) -> tuple:
         conn = self.connection
-        replanned = False
-        for attempt in range(1, SERIALIZATION_RETRIES + 1):
+        # A lost statement and a stale plan are each met once at most (nothing is prepared, or
+        # psycopg's statements are gone, after them); serialization failures have their own count.
+        unprepared = replanned = False
+        failures = 0
+        while True:
             try:
                 async with _own_transaction(conn):
                     if _prepares(conn):
@@ -473,20 +480,21 @@ class AsyncProtocol:
                         _unprepared_if_shared(conn, pid[0])
                     return await (await conn.execute(statement.sql, statement.params)).fetchone()
             except _LOST_PREPARED:
+                if unprepared:
+                    raise
+                unprepared = True
                 conn.prepare_threshold = None
-                continue
             except psycopg.errors.FeatureNotSupported as e:
                 if not _stale_plan(e) or replanned:
                     raise
                 replanned = True
                 if conn.autocommit:
                     await _discard_prepared_async(conn)
-                continue
             except _TRANSIENT:
-                if attempt == SERIALIZATION_RETRIES:
+                failures += 1
+                if failures == SERIALIZATION_RETRIES:
                     raise
-                await asyncio.sleep(_pause(attempt))
-        raise AssertionError("unreachable")
+                await asyncio.sleep(_pause(failures))
 
     begin = _awaited(_Calls.begin)
     complete = _awaited(_Calls.complete)

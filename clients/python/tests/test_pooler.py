@@ -10,6 +10,7 @@ import unittest
 from typing import Iterator
 
 import psycopg
+from psycopg import sql
 
 from idemwatch import Outcome, TriggerSource
 from idemwatch.protocol import AsyncProtocol, Protocol
@@ -30,13 +31,13 @@ def claim_and_complete(protocol: Protocol, order: str) -> None:
 @contextlib.contextmanager
 def complete_returns_a_wider_version() -> Iterator[None]:
     """idem.complete replaced, as a migration would, with one whose `version` is a bigint: every
-    session's prepared `SELECT ... FROM idem.complete(...)` now has a stale plan. Its owner and
-    grants are kept; the original comes back on the way out."""
+    session's prepared `SELECT ... FROM idem.complete(...)` now has a stale plan. Its owner, grants
+    and comment are kept; the original comes back on the way out."""
     signature = "idem.complete(text, integer, jsonb, uuid)"
     with admin() as conn:
-        definition, owner = conn.execute(
-            "SELECT pg_get_functiondef(%s::regprocedure), pg_get_userbyid(proowner) FROM pg_proc"
-            " WHERE oid = %s::regprocedure", (signature, signature)).fetchone()
+        definition, owner, comment = conn.execute(
+            "SELECT pg_get_functiondef(oid), pg_get_userbyid(proowner), obj_description(oid, 'pg_proc')"
+            " FROM pg_proc WHERE oid = %s::regprocedure", (signature,)).fetchone()
         grants = conn.execute(
             "SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END"
             " FROM pg_proc AS p, aclexplode(p.proacl) AS a WHERE p.oid = %s::regprocedure"
@@ -51,6 +52,7 @@ def complete_returns_a_wider_version() -> Iterator[None]:
                 conn.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
                 for (grantee,) in grants:
                     conn.execute(f"GRANT EXECUTE ON FUNCTION {signature} TO {grantee}")
+                conn.execute(sql.SQL("COMMENT ON FUNCTION {} IS {}").format(sql.SQL(signature), sql.Literal(comment)))
 
         install(definition.replace("OUT version integer", "OUT version bigint"))
         try:
@@ -125,7 +127,7 @@ class PoolerTest(unittest.TestCase):
     def test_a_migration_that_changes_a_result_type_fails_no_prepared_call(self):
         # A platform team migrates while agents run: the next call of each prepared statement meets
         # a stale plan ("cached plan must not change result type"), which ran nothing; it runs
-        # again, prepared afresh, and answers.
+        # again, with psycopg's statements discarded, and answers.
         # Each call commits by itself (autocommit) or in a transaction the client opens.
         order = unique("reshaped")
         with psycopg.connect(WRITER_DSN, autocommit=True) as alone, psycopg.connect(WRITER_DSN) as wrapped:
