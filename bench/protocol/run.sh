@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The protocol benchmark on a fresh cluster with PostgreSQL's default settings (fsync on).
 #   bench/protocol/run.sh [--seconds N] [--repeat N] [--threads 1,2,8] [--floor] [--v1.prepared]
-# (--floor: also the rows a round trip writes, by hand, on the unique indexes alone and on the
+# (--floor: also the rows a round trip writes, by hand, on their keys alone and on all the
 # shipped tables' indexes: the least any design keeping those rows costs)
 # Besides the schema as shipped (database bench) it measures schema version 1 (database bench_v1,
 # migrations 001..005 only) in the same run, so that v2's cost is read against v1 directly.

@@ -37,15 +37,19 @@ CREATE TEMP TABLE staging (
 \set copy_file '\\copy staging FROM ' :'file' ' WITH (FORMAT csv, HEADER true)'
 :copy_file
 \echo floor: every line matched at once
+ANALYZE staging;
+-- (The line's fields stay in staging until the line is written, as the import keeps them in its
+-- batch table: carried through the matching they would cost more than all of it.)
 CREATE TEMP TABLE matched ON COMMIT DROP AS
 SELECT s.balance_transaction_id AS line_id, row_number() OVER () AS source_line,
        s.reporting_category AS category, x.kind, x.amount_minor, upper(s.currency) AS currency,
        (s.fee * x.scale)::bigint AS fee_minor, s.created_utc AT TIME ZONE 'UTC' AS booked_at,
        s.source_id AS gateway_ref, s.idempotency_key, s.biz_id,
        coalesce(r.idempotency_key, rb.idempotency_key) AS record_key,
+       coalesce(r.biz_type, rb.biz_type) AS rec_type, coalesce(r.biz_id, rb.biz_id) AS rec_biz_id,
        coalesce(r.status, rb.status) AS record_status,
        (coalesce(r.request_payload, rb.request_payload) ->> 'amount_minor')::bigint AS asked,
-       f.id AS flow_id, to_jsonb(s) AS fields
+       f.id AS flow_id
   FROM staging AS s
  CROSS JOIN LATERAL (
        SELECT CASE s.reporting_category WHEN 'charge' THEN 'DEBIT' WHEN 'refund' THEN 'REFUND' END AS kind,
@@ -56,10 +60,14 @@ SELECT s.balance_transaction_id AS line_id, row_number() OVER () AS source_line,
          ON s.idempotency_key IS NULL AND rb.biz_type = 'payment' AND rb.biz_id = s.biz_id
         AND rb.status <> 'FAILED'
   LEFT JOIN floor_flows AS f ON f.external_ref = s.source_id;
+ANALYZE matched;
 \echo floor: the new flows
 INSERT INTO floor_flows (biz_type, biz_id, kind, amount_minor, currency, external_ref,
-                         idempotency_key, recorded_by, recorded_login)
-SELECT 'payment', m.biz_id, m.kind, m.amount_minor, m.currency, m.gateway_ref, m.record_key,
+                         idempotency_key, duplicate_of, recorded_by, recorded_login)
+SELECT m.rec_type, m.rec_biz_id, m.kind, m.amount_minor, m.currency, m.gateway_ref, m.record_key,
+       (SELECT f.id FROM floor_flows AS f
+         WHERE f.biz_type = m.rec_type AND f.biz_id = m.rec_biz_id AND f.kind = m.kind
+           AND f.duplicate_of IS NULL),
        'ledger', session_user
   FROM matched AS m
  WHERE m.kind IS NOT NULL AND m.record_key IS NOT NULL AND m.flow_id IS NULL
@@ -86,12 +94,13 @@ INSERT INTO floor_lines (gateway, line_id, statement_id, source_line, category, 
                          amount_minor, currency, fee_minor, booked_at, gateway_ref,
                          idempotency_key, biz_id, booked, fields, result, record_key, flow_id)
 SELECT :'gateway', m.line_id, 1, m.source_line, m.category, m.kind, m.amount_minor, m.currency,
-       m.fee_minor, m.booked_at, m.gateway_ref, m.idempotency_key, m.biz_id, true, m.fields,
+       m.fee_minor, m.booked_at, m.gateway_ref, m.idempotency_key, m.biz_id, true, to_jsonb(s),
        CASE WHEN m.kind IS NULL THEN 'not_a_flow' WHEN m.record_key IS NULL THEN 'unmatched'
             WHEN m.kind = 'DEBIT' AND m.asked <> m.amount_minor THEN 'mismatched'
             ELSE 'matched' END,
        m.record_key, m.flow_id
   FROM matched AS m
+  JOIN staging AS s ON s.balance_transaction_id = m.line_id
 ON CONFLICT (gateway, line_id) DO NOTHING;
 \echo floor: commit
 COMMIT;
