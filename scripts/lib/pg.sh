@@ -28,14 +28,20 @@ pg_as_owner() {
 
 # A TCP port nobody listens on.
 pg_free_port() {
-  local port
-  for port in ${PG_PREFERRED_PORT:-} $(shuf -i 20000-40000 -n 50); do
+  # Below the kernel's ephemeral range (ip_local_port_range), whose ports any outgoing connection
+  # may hold as its own end: the connect() test sees only listeners, and a server told such a port
+  # fails to bind it.
+  local port first=20000 last=40000 low
+  if read -r low _ 2>/dev/null </proc/sys/net/ipv4/ip_local_port_range && [ "$low" -gt 21000 ]; then
+    last=$((low - 1))
+  fi
+  for port in ${PG_PREFERRED_PORT:-} $(shuf -i "$first-$last" -n 50); do
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
       echo "$port"
       return 0
     fi
   done
-  echo "no free TCP port found between 20000 and 40000" >&2
+  echo "no free TCP port found between $first and $last" >&2
   return 1
 }
 
