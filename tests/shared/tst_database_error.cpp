@@ -17,6 +17,7 @@
 #include "idem/record_queries.hpp"
 #include "idem/settlement.hpp"
 #include "test_database.hpp"
+#include "test_requests.hpp"
 
 using namespace idem;
 
@@ -274,16 +275,7 @@ class TestDatabaseError : public QObject {
     auto c = db_->connect();
     ProtocolClient client(*c);
     const auto claim = [&](const std::string& key) {
-      const BeginResult begun = client.begin({key,
-                                              "payment",
-                                              "o-" + key,
-                                              "pay",
-                                              {},
-                                              TriggerSource::Initial,
-                                              "{}",
-                                              std::chrono::milliseconds(30'000),
-                                              {},
-                                              {}});
+      const BeginResult begun = client.begin(test::payRequest(key, "o-" + key));
       // (value() throws unless it ran: a claim token comes with Executed only.)
       return client.complete(key, begun.version.value(), "{}", begun.claimToken.value());
     };
